@@ -1,0 +1,42 @@
+"""The components that ship with the core, registered through the same hooks as any plugin.
+
+Listed as the plugin `builtin` of the distribution `beyondagent`.
+"""
+
+from __future__ import annotations
+
+from beyondagent_core.export import ExportConfig
+from beyondagent_core.hookspecs import hookimpl
+from beyondagent_core.records import BackendSpec, TaskSourceSpec
+from beyondagent_core.sources.jsonl import JsonlSourceConfig
+from beyondagent_core.sources.parquet import ParquetSourceConfig
+
+
+@hookimpl
+def beyondagent_task_sources() -> list[TaskSourceSpec]:
+    return [
+        TaskSourceSpec(
+            name="jsonl",
+            factory="beyondagent_core.sources.jsonl:JsonlTaskSource",
+            config_cls=JsonlSourceConfig,
+            summary="Task records from a JSON-lines file.",
+        ),
+        TaskSourceSpec(
+            name="parquet",
+            factory="beyondagent_core.sources.parquet:ParquetTaskSource",
+            config_cls=ParquetSourceConfig,
+            summary="Rows in verl's parquet schema (data_source, prompt, reward_model, extra_info).",
+        ),
+    ]
+
+
+@hookimpl
+def beyondagent_backends() -> list[BackendSpec]:
+    return [
+        BackendSpec(
+            name="export",
+            factory="beyondagent_core.export:ExportBackend",
+            config_cls=ExportConfig,
+            summary="Write each epoch's mixed tasks (JSONL or verl parquet) instead of training.",
+        ),
+    ]

@@ -1,0 +1,294 @@
+'''Every hook a BeyondAgent plugin can implement.
+
+A plugin is a module (or object) whose functions are marked with `@hookimpl` and named after
+the specs below. Registration hooks take no arguments and return a list of typed records
+(`beyondagent_core.records`), so every registration knows which plugin made it; the registry
+adds the provider. Lifecycle hooks are told about a run's progress (loggers, notifiers).
+
+A minimal plugin that provides a mixer::
+
+    # beyondagent_plugin_shuffle/__init__.py
+    from beyondagent_core import MixerSpec, hookimpl
+
+    @hookimpl
+    def beyondagent_mixers():
+        return [MixerSpec(name="shuffle_all", factory="beyondagent_plugin_shuffle.mixer:ShuffleAll",
+                          config_cls=ShuffleConfig, summary="Originals and synthetic, shuffled.")]
+
+and declares it in its `pyproject.toml`::
+
+    [project.entry-points.beyondagent]
+    shuffle = "beyondagent_plugin_shuffle"
+'''
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from beyondagent_core.context import RunInfo
+    from beyondagent_core.records import (
+        BackendSpec,
+        EnvSpec,
+        ExplorerSpec,
+        MixerSpec,
+        RewardSpec,
+        SummarizerSpec,
+        TaskFilterSpec,
+        TaskSourceSpec,
+        WorkflowSpec,
+    )
+
+PROJECT = "beyondagent"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --- registration hooks: called once, when plugins are loaded -------------------------------
+
+
+@hookspec
+def beyondagent_task_sources() -> list[TaskSourceSpec]:
+    """Return the task sources this plugin provides.
+
+    Called once at load time. Each factory is called as `factory(config)` with the validated
+    `config_cls` instance of a spec block such as `tasks.train: {name: gsm8k, path: ...}` and
+    returns a `TaskSource` (`load(bad) -> Iterable[Task]`).
+
+    Example::
+
+        @attrs.define
+        class CountingConfig:
+            n: int = 10
+
+        class Counting:
+            def __init__(self, config: CountingConfig):
+                self.n = config.n
+            def load(self, bad):
+                return [Task(task_id=f"count-{i}", query=f"Count to {i}.", ground_truth=str(i))
+                        for i in range(self.n)]
+
+        @hookimpl
+        def beyondagent_task_sources():
+            return [TaskSourceSpec(name="counting", factory=Counting, config_cls=CountingConfig,
+                                   summary="Tasks that ask to count to n.")]
+    """
+
+
+@hookspec
+def beyondagent_envs() -> list[EnvSpec]:
+    """Return the environments this plugin provides.
+
+    `factory(config)` returns a fresh `Env` (reset/step/evaluate/close); the runtime makes one
+    instance per concurrent episode, so instances must not share mutable state.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_envs():
+            return [EnvSpec(name="frozenlake", factory="beyondagent_plugin_gym.envs:FrozenLake",
+                            config_cls=FrozenLakeConfig, summary="gymnasium FrozenLake as text.")]
+    """
+
+
+@hookspec
+def beyondagent_workflows() -> list[WorkflowSpec]:
+    """Return the agent workflows this plugin provides.
+
+    `factory(config)` returns a `Workflow`: `async run(task, env, llm) -> Trajectory`, talking
+    to the model only through `await llm.chat(messages, **sampling)`.
+
+    Example::
+
+        class SingleTurn:
+            def __init__(self, config):
+                self.config = config
+            async def run(self, task, env, llm):
+                first = await env.reset(task)
+                turn = await llm.chat(first.messages, temperature=1.0)
+                step = await env.step({"role": "assistant", "content": turn.content})
+                return Trajectory(task=task, turns=[turn], terminated=step.terminated)
+
+        @hookimpl
+        def beyondagent_workflows():
+            return [WorkflowSpec(name="single_turn", factory=SingleTurn, summary="One answer.")]
+    """
+
+
+@hookspec
+def beyondagent_explorers() -> list[ExplorerSpec]:
+    """Return the exploration strategies this plugin provides (the spec's `explore.name`).
+
+    `factory(config)` returns an `Explorer`: `async explore(seed, env, llm) -> Trajectory`,
+    acting in the seed task's initial state to map the environment, not to solve the task.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_explorers():
+            return [ExplorerSpec(name="random", factory="beyondagent_plugin_random_explorer:RandomExplorer",
+                                 config_cls=RandomExplorerConfig, summary="High-temperature LLM exploration.")]
+    """
+
+
+@hookspec
+def beyondagent_summarizers() -> list[SummarizerSpec]:
+    """Return the summarizers this plugin provides (the spec's `explore.summarizer.name`).
+
+    `factory(config)` returns a `Summarizer`: `async summarize(seed, trajectory, known, llm)
+    -> list[Task]`, each a synthetic task with `seed_task_id` and a reference solution.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_summarizers():
+            return [SummarizerSpec(name="hindsight", factory=Hindsight, summary="Tasks from states reached.")]
+    """
+
+
+@hookspec
+def beyondagent_task_filters() -> list[TaskFilterSpec]:
+    """Return the synthetic-task filters this plugin provides (`explore.filters: [{name: ...}]`).
+
+    `factory(config)` returns a `TaskFilter`: `async keep(candidates, kept) -> list[Task]`.
+
+    Example::
+
+        @attrs.define
+        class MinConfidenceConfig:
+            threshold: float = 0.5
+
+        class MinConfidence:
+            def __init__(self, config):
+                self.threshold = config.threshold
+            async def keep(self, candidates, kept):
+                return [t for t in candidates if (t.confidence or 0.0) >= self.threshold]
+
+        @hookimpl
+        def beyondagent_task_filters():
+            return [TaskFilterSpec(name="min_confidence", factory=MinConfidence,
+                                   config_cls=MinConfidenceConfig, summary="Drop unsure tasks.")]
+    """
+
+
+@hookspec
+def beyondagent_mixers() -> list[MixerSpec]:
+    """Return the mixing strategies this plugin provides (the spec's `mixture.name`).
+
+    `factory(config)` returns a `Mixer`: `mix(original, synthetic, *, epoch, seed) -> list[Task]`,
+    deterministic for a given epoch and seed; the backend calls it once per epoch.
+
+    Example::
+
+        class OriginalsFirst:
+            def __init__(self, config):
+                pass
+            def mix(self, original, synthetic, *, epoch, seed):
+                return list(original) + list(synthetic)
+
+        @hookimpl
+        def beyondagent_mixers():
+            return [MixerSpec(name="originals_first", factory=OriginalsFirst,
+                              summary="Originals, then every synthetic task, in order.")]
+    """
+
+
+@hookspec
+def beyondagent_rewards() -> list[RewardSpec]:
+    """Return the judges this plugin provides (a task's `judge`, or the spec's `reward.name`).
+
+    `factory(config)` returns a `Judge`: `async score(task, trajectory) -> Reward`.
+
+    Example::
+
+        class ExactMatch:
+            def __init__(self, config):
+                pass
+            async def score(self, task, trajectory):
+                answer = trajectory.turns[-1].content.strip() if trajectory.turns else ""
+                ok = answer == str(task.ground_truth)
+                return Reward(score=float(ok), success=ok, reason="exact match" if ok else "mismatch")
+
+        @hookimpl
+        def beyondagent_rewards():
+            return [RewardSpec(name="exact_match", factory=ExactMatch, summary="1 if the answer equals ground_truth.")]
+    """
+
+
+@hookspec
+def beyondagent_backends() -> list[BackendSpec]:
+    """Return the training backends this plugin provides (the spec's `backend.name`).
+
+    `factory(config)` returns a `Backend`: `train(data, run) -> dict` of final metrics.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_backends():
+            return [BackendSpec(name="torch", factory="beyondagent_plugin_torch.backend:TorchBackend",
+                                config_cls=TorchBackendConfig, summary="In-process GRPO on CPU or one GPU.")]
+    """
+
+
+# --- lifecycle hooks: called during a run; failures are logged, never fatal -----------------
+
+
+@hookspec
+def beyondagent_run_started(run: RunInfo) -> None:
+    """Called once the run directory exists and every component is resolved.
+
+    `run` has the run's name, directory, seed and the resolved spec (secrets redacted).
+
+    Example::
+
+        @hookimpl
+        def beyondagent_run_started(run):
+            print(f"run {run.name} started in {run.run_dir}")
+    """
+
+
+@hookspec
+def beyondagent_step_finished(run: RunInfo, step: int, metrics: dict[str, Any]) -> None:
+    """Called by the backend after each training step with that step's metrics.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_step_finished(run, step, metrics):
+            if step % 10 == 0:
+                send_to_dashboard(run.name, step, metrics)
+    """
+
+
+@hookspec
+def beyondagent_run_finished(run: RunInfo, status: str, metrics: dict[str, Any]) -> None:
+    """Called once at the end of a run; `status` is `"ok"` or `"error"`.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_run_finished(run, status, metrics):
+            notify_slack(f"{run.name} finished: {status}, reward {metrics.get('reward_mean')}")
+    """
+
+
+REGISTRATION_HOOKS: dict[str, str] = {
+    "task_source": "beyondagent_task_sources",
+    "env": "beyondagent_envs",
+    "workflow": "beyondagent_workflows",
+    "explorer": "beyondagent_explorers",
+    "summarizer": "beyondagent_summarizers",
+    "task_filter": "beyondagent_task_filters",
+    "mixer": "beyondagent_mixers",
+    "reward": "beyondagent_rewards",
+    "backend": "beyondagent_backends",
+}
+"""Component kind -> the hook that registers components of that kind."""
+
+LIFECYCLE_HOOKS: tuple[str, ...] = (
+    "beyondagent_run_started",
+    "beyondagent_step_finished",
+    "beyondagent_run_finished",
+)

@@ -1,0 +1,157 @@
+"""The interfaces components implement, all in one place.
+
+A plugin's factory returns an object satisfying one of these protocols (structural typing:
+no base class to inherit). Environments are written synchronously, like gymnasium envs; the
+runtime hands workflows and explorers an `AsyncEnv` (a local env run in a worker thread, or
+a remote one over the environment service) so many episodes share one event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from beyondagent_core.types import Reward, Task, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from beyondagent_core.context import RunContext, TrainingData
+    from beyondagent_core.jsonl import BadRecords
+
+Message = dict[str, Any]
+"""A chat message: `{"role": ..., "content": ...}` (plus `tool_calls` where used)."""
+
+
+@attrs.frozen
+class EnvReset:
+    """What an environment shows at the start of an episode."""
+
+    messages: list[Message]
+    info: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class EnvStep:
+    """What an environment answers to one action (AgentEvolver's `/step` reply)."""
+
+    observation: list[Message]
+    reward: float = 0.0
+    terminated: bool = False
+    info: dict[str, Any] = attrs.field(factory=dict)
+
+
+@runtime_checkable
+class TaskSource(Protocol):
+    """Yields seed tasks (from files, an environment service, a generator).
+
+    Records that cannot be read go to `bad` (`bad.report(where, reason)`), which fails or
+    skips them according to the user's `--on-bad-record`.
+    """
+
+    def load(self, bad: BadRecords) -> Iterable[Task]: ...
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A multi-turn environment; one instance serves one episode at a time.
+
+    `reset(task)` puts it in the task's initial state; `step(action)` takes the assistant's
+    message; `evaluate()` judges the episode so far; `close()` frees what it holds. An env
+    may also offer `task_ids(split) -> list[str]` (its seed tasks, for `/get_env_profile`).
+    """
+
+    def reset(self, task: Task) -> EnvReset: ...
+
+    def step(self, action: Message) -> EnvStep: ...
+
+    def evaluate(self) -> Reward: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncEnv(Protocol):
+    """The same operations as `Env`, awaitable: what workflows and explorers receive."""
+
+    async def reset(self, task: Task) -> EnvReset: ...
+
+    async def step(self, action: Message) -> EnvStep: ...
+
+    async def evaluate(self) -> Reward: ...
+
+    async def close(self) -> None: ...
+
+
+class ChatLLM(Protocol):
+    """The only way a workflow talks to a model.
+
+    `chat` returns the assistant `Turn`; when the model is the policy being trained, the turn
+    carries the exact `token_ids` and `logprobs` sampled, so training never re-tokenizes.
+    `sampling` takes OpenAI-style keys: temperature, top_p, max_tokens, stop.
+    """
+
+    async def chat(self, messages: Sequence[Message], **sampling: Any) -> Turn: ...
+
+
+@runtime_checkable
+class Workflow(Protocol):
+    """How an agent runs one task in an environment: `async run(task, env, llm)`."""
+
+    async def run(self, task: Task, env: AsyncEnv, llm: ChatLLM) -> Trajectory: ...
+
+
+@runtime_checkable
+class Explorer(Protocol):
+    """Explores an environment from a seed task's initial state, without solving it."""
+
+    async def explore(self, seed: Task, env: AsyncEnv, llm: ChatLLM | None) -> Trajectory: ...
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns one exploration trajectory into candidate synthetic tasks.
+
+    `known` holds the tasks already found for this seed ("do not repeat these"). Returned
+    tasks have `origin="synthetic"` and `seed_task_id=seed.task_id`.
+    """
+
+    async def summarize(
+        self, seed: Task, trajectory: Trajectory, known: Sequence[Task], llm: ChatLLM | None
+    ) -> list[Task]: ...
+
+
+@runtime_checkable
+class TaskFilter(Protocol):
+    """Keeps the good candidates; `kept` holds the tasks accepted so far (for cross-set dedup)."""
+
+    async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]: ...
+
+
+@runtime_checkable
+class Mixer(Protocol):
+    """Builds one epoch's training list from original and synthetic tasks.
+
+    Must be deterministic for a given `(epoch, seed)`, and is called again every epoch.
+    """
+
+    def mix(
+        self, original: Sequence[Task], synthetic: Sequence[Task], *, epoch: int, seed: int
+    ) -> list[Task]: ...
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """A reward: scores a finished trajectory for its task."""
+
+    async def score(self, task: Task, trajectory: Trajectory) -> Reward: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Runs training on the mixed data; returns the final metrics.
+
+    It calls `data.epoch_tasks(epoch)` for each epoch's task list, builds the env, workflow
+    and reward with `run.build(...)`, and reports each step with `run.step_finished(...)`.
+    """
+
+    def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]: ...

@@ -1,0 +1,548 @@
+"""The run spec: one YAML file, CLI dot-list overrides, validated against attrs classes.
+
+`load_spec_file` reads the YAML and applies overrides (`mixture.synthetic_ratio=2`);
+`validate_spec` checks every section. Core sections (`run`, `model`, `algorithm`,
+`logging`, `plugins`) have fixed schemas here. Component sections select an implementation
+with `name` (or `plugin/name`); their remaining keys are validated against that
+implementation's `config_cls`, so a typo fails with its full key path and the closest valid
+key, and a wrong type names the key, the expected type and the value. Secrets come from
+`${oc.env:VAR}` and are redacted in the saved spec.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+import attrs
+import yaml
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import errors as oc_errors
+
+from beyondagent_core.errors import SpecError
+from beyondagent_core.registry import Registration, Registry
+
+REDACTED = "***"
+SECRET_WORDS = ("api_key", "apikey", "token", "password", "secret")
+
+
+# --- core sections -------------------------------------------------------------------------
+
+
+@attrs.define
+class RunSection:
+    name: str = "run"
+    output_dir: str = "runs"
+    seed: int = 0
+
+
+@attrs.define
+class ModelSection:
+    """The policy model; `tiny` is the locally built test model (no download)."""
+
+    path: str = "tiny"
+    tokenizer: str | None = None
+    dtype: str = "auto"
+
+
+@attrs.define
+class AlgorithmSection:
+    """GRPO as verl defines it (see DESIGN.md, "Training")."""
+
+    name: str = "grpo"
+    group_size: int = 8
+    norm_adv_by_std: bool = True
+    clip_ratio: float = 0.2
+    clip_ratio_c: float = 3.0
+    kl_coef: float = 0.001
+    kl_type: str = "low_var_kl"
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
+
+
+@attrs.define
+class LoggingSection:
+    level: str = "info"
+
+
+@attrs.define
+class PluginsSection:
+    """`require`: PEP 508 strings checked against installed versions; `disable`: plugin names."""
+
+    require: list[str] = attrs.field(factory=list)
+    disable: list[str] = attrs.field(factory=list)
+
+
+CORE_SECTIONS: dict[str, type] = {
+    "run": RunSection,
+    "model": ModelSection,
+    "algorithm": AlgorithmSection,
+    "logging": LoggingSection,
+    "plugins": PluginsSection,
+}
+
+
+# --- the keys a component section owns, besides its implementation's config ------------------
+
+
+@attrs.define
+class NamedBlock:
+    name: str | None = None
+
+
+@attrs.define
+class RequiredNamedBlock:
+    name: str = MISSING
+
+
+@attrs.define
+class EnvBlock:
+    """`service`: `local` (in-process), `launch`, or an environment service URL."""
+
+    name: str | None = None
+    service: str = "local"
+
+
+@attrs.define
+class ExploreBlock:
+    """Exploration settings; `name` is the explorer strategy. Skipped when `n` is 0."""
+
+    name: str | None = None
+    n: int = 0
+    workers: int = 4
+    cache: str | None = None
+
+
+@attrs.define
+class MixtureBlock:
+    name: str = "ratio"
+
+
+@attrs.frozen
+class Slot:
+    """Where a component is selected in the spec."""
+
+    key_path: str
+    kind: str
+    block_cls: type
+    optional: bool = True
+
+
+SLOTS: tuple[Slot, ...] = (
+    Slot("tasks.train", "task_source", RequiredNamedBlock, optional=False),
+    Slot("tasks.val", "task_source", RequiredNamedBlock),
+    Slot("env", "env", EnvBlock),
+    Slot("explore", "explorer", ExploreBlock),
+    Slot("explore.summarizer", "summarizer", NamedBlock),
+    Slot("mixture", "mixer", MixtureBlock),
+    Slot("workflow", "workflow", NamedBlock),
+    Slot("reward", "reward", NamedBlock),
+    Slot("backend", "backend", RequiredNamedBlock, optional=False),
+)
+FILTERS_PATH = "explore.filters"
+TOP_LEVEL_KEYS: tuple[str, ...] = (
+    "run", "model", "tasks", "env", "explore", "mixture", "workflow", "reward",
+    "algorithm", "backend", "logging", "plugins",
+)
+
+
+@attrs.define
+class Component:
+    """A selected, validated component: the registration and its config objects."""
+
+    kind: str
+    key_path: str
+    registration: Registration | None
+    block: Any
+    config: Any
+
+    @property
+    def name(self) -> str | None:
+        return None if self.registration is None else self.registration.spec.name
+
+    def create(self) -> Any:
+        """Build the component: `factory(config)`."""
+        if self.registration is None:
+            raise SpecError(f"no {self.kind} selected", where=f"{self.key_path}.name")
+        from beyondagent_core.errors import PluginError
+
+        spec, plugin = self.registration.spec, self.registration.plugin
+        try:
+            factory = spec.load_factory()
+        except Exception as exc:  # noqa: BLE001 - a missing optional dependency, a typo in "module:attr"
+            raise PluginError(
+                f"{spec.label} {spec.name!r} could not be loaded: {type(exc).__name__}: {exc}",
+                where=f"{self.key_path}.name, provided by {plugin.provider}",
+                hint="install the plugin's optional dependencies, or report this to its author",
+            ) from exc
+        try:
+            return factory(self.config)
+        except ValueError as exc:
+            # A factory rejecting its config is a spec problem: point at the block.
+            raise SpecError(f"invalid {self.key_path}: {exc}",
+                            where=f"{self.key_path} ({spec.label} {spec.name!r} from {plugin.provider})",
+                            hint=f"fix the values under {self.key_path} in the spec") from exc
+
+
+@attrs.define
+class Spec:
+    """A validated spec: typed core sections and the selected components."""
+
+    path: Path | None
+    run: RunSection
+    model: ModelSection
+    algorithm: AlgorithmSection
+    logging: LoggingSection
+    plugins: PluginsSection
+    components: dict[str, Component]
+    filters: list[Component]
+    resolved: dict[str, Any]
+    secrets: set[str] = attrs.field(factory=set)
+
+    def component(self, key_path: str) -> Component | None:
+        return self.components.get(key_path)
+
+    @property
+    def explore(self) -> ExploreBlock:
+        return self.components["explore"].block
+
+    def redacted(self) -> dict[str, Any]:
+        """The resolved spec with every secret replaced by `***`."""
+        return _redact(self.resolved, self.secrets, "")
+
+    def redacted_yaml(self) -> str:
+        return yaml.safe_dump(self.redacted(), sort_keys=False, allow_unicode=True)
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RawSpec:
+    """The spec file with overrides applied and interpolations resolved, not yet validated."""
+
+    path: Path | None
+    data: dict[str, Any]
+    secrets: frozenset[str]
+
+    @property
+    def disabled_plugins(self) -> list[str]:
+        plugins = self.data.get("plugins") or {}
+        disable = plugins.get("disable") if isinstance(plugins, dict) else None
+        return [str(name) for name in disable] if isinstance(disable, list) else []
+
+
+def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RawSpec:
+    """Read a YAML spec, apply dot-list overrides and resolve `${...}` interpolations."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file not found: {path}",
+                        hint="check the path; examples/quickstart.yaml is a spec to start from")
+    try:
+        text = path.read_text(encoding="utf-8")
+        config = OmegaConf.create(yaml.load(text, Loader=_unique_key_loader()) or {})
+    except yaml.YAMLError as exc:
+        raise SpecError(f"YAML syntax error: {_yaml_problem(exc)}", where=_yaml_where(path, exc),
+                        hint="fix the YAML at that line (indentation, a missing ':' or quote)") from None
+    except oc_errors.OmegaConfBaseException as exc:
+        raise SpecError(f"cannot read the spec: {exc.msg}", where=str(path)) from None
+    return parse_spec(config, overrides, path=path)
+
+
+def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: Path | None = None) -> RawSpec:
+    """Like `load_spec_file`, for a spec already in memory (a dict or DictConfig)."""
+    where = str(path) if path else "the spec"
+    config = data if isinstance(data, DictConfig) else None
+    if config is None:
+        if not isinstance(data, dict):
+            raise SpecError(f"the spec must be a mapping of sections, got {type(data).__name__}", where=where)
+        config = OmegaConf.create(data)
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if not eq or not key.strip():
+            raise SpecError(f"override {override!r} is not KEY=VALUE",
+                            hint="write overrides like mixture.synthetic_ratio=2")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+            OmegaConf.update(config, key.strip(), parsed, merge=True, force_add=True)
+        except (yaml.YAMLError, oc_errors.OmegaConfBaseException) as exc:
+            raise SpecError(f"cannot apply override {override!r}: {_first_line(exc)}") from None
+    secrets = frozenset(_secret_paths(OmegaConf.to_container(config, resolve=False), ""))
+    try:
+        resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
+    except oc_errors.OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None)
+        raise SpecError(f"cannot resolve {key or 'a value'}: {_first_line(exc)}",
+                        where=f"{where}, key {key}" if key else where,
+                        hint="set the environment variable it names, or fix the ${...} expression") from None
+    if not isinstance(resolved, dict):
+        raise SpecError("the spec must be a mapping of sections", where=where)
+    return RawSpec(path=path, data=resolved, secrets=secrets)
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
+    """Check every section and select every component; raise `SpecError` on the first problem."""
+    data = dict(raw.data)
+    where = str(raw.path) if raw.path else "the spec"
+    _check_keys(data, TOP_LEVEL_KEYS, "", where, "top-level section")
+    resolved: dict[str, Any] = {}
+    core: dict[str, Any] = {}
+    for section, cls in CORE_SECTIONS.items():
+        core[section] = structured(cls, _mapping(data.get(section), section, where), section, where)
+        resolved[section] = attrs.asdict(core[section])
+
+    tasks = _mapping(data.get("tasks"), "tasks", where)
+    _check_keys(tasks, ("train", "val"), "tasks", where, "key")
+    explore = dict(_mapping(data.get("explore"), "explore", where))
+    summarizer = explore.pop("summarizer", None)
+    filters = explore.pop("filters", None) or []
+    blocks = {
+        "tasks.train": tasks.get("train"), "tasks.val": tasks.get("val"),
+        "explore": explore, "explore.summarizer": summarizer,
+    }
+    components: dict[str, Component] = {}
+    for slot in SLOTS:
+        value = blocks[slot.key_path] if slot.key_path in blocks else data.get(slot.key_path)
+        components[slot.key_path] = component = _validate_component(slot, value, registry, where)
+        _set_path(resolved, slot.key_path, _component_dict(component))
+
+    if not isinstance(filters, list):
+        raise SpecError(f"{FILTERS_PATH} must be a list of {{name: ...}} blocks, got {type(filters).__name__}",
+                        where=f"{where}, key {FILTERS_PATH}")
+    filter_slot = Slot(FILTERS_PATH, "task_filter", RequiredNamedBlock, optional=False)
+    filter_components = [
+        _validate_component(attrs.evolve(filter_slot, key_path=f"{FILTERS_PATH}[{i}]"), block, registry, where)
+        for i, block in enumerate(filters)
+    ]
+    if filter_components:
+        resolved["explore"]["filters"] = [_component_dict(c) for c in filter_components]
+    return Spec(path=raw.path, components=components, filters=filter_components,
+                resolved=resolved, secrets=set(raw.secrets), **core)
+
+
+def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) -> Component:
+    if value is None and slot.optional and slot.block_cls is RequiredNamedBlock:
+        return Component(slot.kind, slot.key_path, None, None, None)  # e.g. no tasks.val
+    block_data = _mapping(value, slot.key_path, where)
+    own_keys = {field.name for field in attrs.fields(slot.block_cls)}
+    own = {key: val for key, val in block_data.items() if key in own_keys}
+    rest = {key: val for key, val in block_data.items() if key not in own_keys}
+    block = structured(slot.block_cls, own, slot.key_path, where)
+    if block.name is None:
+        if rest:
+            first = sorted(rest)[0]
+            raise SpecError(f"{slot.key_path}.{first} is set but no implementation is selected",
+                            where=f"{where}, key {slot.key_path}",
+                            hint=f"add {slot.key_path}.name to choose the {slot.kind.replace('_', ' ')}")
+        return Component(slot.kind, slot.key_path, None, block, None)
+    if not isinstance(block.name, str) or not block.name:
+        raise SpecError(f"{slot.key_path}.name must be a non-empty string", where=f"{where}, key {slot.key_path}.name")
+    registration = registry.resolve(slot.kind, block.name, key_path=f"{where}, key {slot.key_path}.name")
+    config = structured(registration.spec.config_cls, rest, slot.key_path, where,
+                        extra_valid=sorted(own_keys), owner=_owner(registration))
+    return Component(slot.kind, slot.key_path, registration, block, config)
+
+
+def structured(cls: type, data: dict[str, Any], prefix: str, where: str, *,
+               extra_valid: list[str] | tuple[str, ...] = (), owner: str = "") -> Any:
+    """Merge `data` over `cls`'s defaults and return a `cls` instance, or raise SpecError.
+
+    Each top-level key is merged on its own so an error always names its key.
+    """
+    schema = OmegaConf.structured(cls)
+    valid = [field.name for field in attrs.fields(cls)]
+    for key, value in data.items():
+        key_path = _join(prefix, str(key))
+        if key not in valid:
+            raise _unknown_key(key_path, str(key), valid + list(extra_valid), where, owner)
+        try:
+            schema = OmegaConf.merge(schema, {key: value})
+        except oc_errors.ConfigKeyError as exc:
+            nested = exc.full_key or str(key)
+            nested_valid = _valid_keys_at(cls, nested)
+            raise _unknown_key(_join(prefix, nested), nested.rsplit(".", 1)[-1], nested_valid, where, owner) from None
+        except (oc_errors.ValidationError, oc_errors.ConfigTypeError) as exc:
+            nested = exc.full_key or str(key)
+            bad_value = _lookup(value, nested.split(".")[1:]) if exc.full_key else value
+            expected = _type_name(_field_type(cls, nested))
+            raise SpecError(
+                f"{_join(prefix, nested)} must be {expected}, got {bad_value!r} ({type(bad_value).__name__})",
+                where=f"{where}, key {_join(prefix, nested)}",
+                hint=f"set {_join(prefix, nested)} to {expected}",
+            ) from None
+    try:
+        return OmegaConf.to_object(schema)
+    except oc_errors.MissingMandatoryValue as exc:
+        key_path = _join(prefix, exc.full_key or "?")
+        raise SpecError(f"missing required value {key_path}", where=f"{where}, key {key_path}",
+                        hint=f"set {key_path} in the spec or with an override {key_path}=...") from None
+    except (oc_errors.ValidationError, TypeError, ValueError) as exc:
+        raise SpecError(f"invalid {prefix or 'spec'}: {_first_line(exc)}", where=f"{where}, key {prefix}") from None
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _unknown_key(key_path: str, key: str, valid: list[str], where: str, owner: str) -> SpecError:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    message = f"unknown key {key_path}"
+    parent = key_path.rsplit(".", 1)[0] if "." in key_path else ""
+    if close:
+        message += f"; did you mean {_join(parent, close[0])}?"
+    scope = f" under {parent}" if parent else ""
+    hint = f"valid keys{scope}{owner}: {', '.join(sorted(valid)) or 'none'}"
+    return SpecError(message, where=f"{where}, key {key_path}", hint=hint)
+
+
+def _check_keys(data: dict[str, Any], valid: tuple[str, ...], prefix: str, where: str, what: str) -> None:
+    for key in data:
+        if key not in valid:
+            error = _unknown_key(_join(prefix, str(key)), str(key), list(valid), where, "")
+            error.message = error.message.replace("unknown key", f"unknown {what}", 1)
+            raise error
+
+
+def _mapping(value: Any, key_path: str, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{key_path} must be a mapping (key: value lines), got {value!r}",
+                        where=f"{where}, key {key_path}")
+    return value
+
+
+def _owner(registration: Registration) -> str:
+    spec = registration.spec
+    return f" (the {spec.label} {spec.name!r} from {registration.plugin.provider})"
+
+
+def _component_dict(component: Component) -> dict[str, Any] | None:
+    if component.block is None:
+        return None
+    merged = attrs.asdict(component.block)
+    if component.config is not None:
+        merged.update(attrs.asdict(component.config))
+    return merged
+
+
+def _field_type(cls: type, dotted: str) -> Any:
+    current: Any = cls
+    for part in dotted.split("."):
+        if not (isinstance(current, type) and attrs.has(current)):
+            return None
+        current = typing.get_type_hints(current).get(part)
+    return current
+
+
+def _valid_keys_at(cls: type, dotted: str) -> list[str]:
+    parent = dotted.rsplit(".", 1)[0] if "." in dotted else ""
+    target = _field_type(cls, parent) if parent else cls
+    return [f.name for f in attrs.fields(target)] if isinstance(target, type) and attrs.has(target) else []
+
+
+def _type_name(tp: Any) -> str:
+    if tp is None:
+        return "a valid value"
+    if isinstance(tp, type):
+        return {"str": "a string", "int": "an integer", "float": "a number (float)", "bool": "a boolean (true/false)",
+                "list": "a list", "dict": "a mapping"}.get(tp.__name__, f"a {tp.__name__} mapping"
+                                                           if attrs.has(tp) else tp.__name__)
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple):
+        return f"a list of {_type_name(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+    if origin is dict:
+        return "a mapping"
+    if len(args) == 1:
+        return f"{_type_name(args[0])} or null"
+    return str(tp).replace("typing.", "")
+
+
+def _lookup(value: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return value
+    return value
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        target = target.setdefault(part, {})
+    target[last] = value
+
+
+def _secret_paths(node: Any, prefix: str) -> list[str]:
+    found: list[str] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = _join(prefix, str(key))
+            if isinstance(value, str) and ("${oc.env:" in value or any(w in str(key).lower() for w in SECRET_WORDS)):
+                found.append(path)
+            found.extend(_secret_paths(value, path))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found.extend(_secret_paths(value, f"{prefix}[{i}]"))
+    return found
+
+
+def _redact(node: Any, secrets: set[str], prefix: str) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            path = _join(prefix, str(key))
+            secret = path in secrets or (isinstance(value, str) and any(w in str(key).lower() for w in SECRET_WORDS))
+            out[key] = REDACTED if secret and value is not None else _redact(value, secrets, path)
+        return out
+    if isinstance(node, list):
+        return [_redact(value, secrets, f"{prefix}[{i}]") for i, value in enumerate(node)]
+    return node
+
+
+def _unique_key_loader() -> type:
+    """A safe YAML loader that refuses a key given twice in one mapping (a silent override)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in the same mapping", key_node.start_mark)
+            seen.add(key)
+        return loader.construct_mapping(node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return Loader
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"{problem} ({context})" if context else problem
+
+
+def _yaml_where(path: Path, exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    return f"{path}, line {mark.line + 1}, column {mark.column + 1}" if mark else str(path)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = getattr(exc, "msg", None) or str(exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__

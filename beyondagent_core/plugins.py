@@ -288,3 +288,29 @@ def _one_line(exc: BaseException) -> str:
 
 def plugin_names(records: Sequence[PluginRecord]) -> str:
     return ", ".join(record.name for record in records)
+
+
+def check_requirements(requirements: Sequence[str], *, where: str) -> None:
+    """Check the spec's `plugins.require` (PEP 508 strings) against installed distributions."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from beyondagent_core.errors import RequirementError, SpecError
+
+    for text in requirements:
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement as exc:
+            raise SpecError(f"plugins.require entry {text!r} is not a valid requirement: {exc}", where=where,
+                            hint="write requirements like 'beyondagent-plugin-mixers>=0.1'") from None
+        if requirement.marker is not None and not requirement.marker.evaluate():
+            continue
+        try:
+            installed = metadata.version(requirement.name)
+        except metadata.PackageNotFoundError:
+            raise RequirementError(f"required distribution {requirement.name!r} is not installed ({text!r})",
+                                   where=where, hint=f"pip install '{text}'") from None
+        if requirement.specifier and not requirement.specifier.contains(installed, prereleases=True):
+            raise RequirementError(
+                f"required {text!r} but {requirement.name} {installed} is installed", where=where,
+                hint=f"pip install '{text}'",
+            )

@@ -348,6 +348,16 @@ def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) 
     return Component(slot.kind, slot.key_path, registration, block, config)
 
 
+def select_component(registry: Registry, kind: str, block: dict[str, Any], *,
+                     key_path: str = "component", where: str = "the spec") -> Component:
+    """Validate one `{name: ..., ...}` block of `kind` outside a full spec (tests, tools)."""
+    block_cls = RequiredNamedBlock
+    for slot in SLOTS:
+        if slot.kind == kind:
+            block_cls = slot.block_cls
+    return _validate_component(Slot(key_path, kind, block_cls, optional=False), block, registry, where)
+
+
 def structured(cls: type, data: dict[str, Any], prefix: str, where: str, *,
                extra_valid: list[str] | tuple[str, ...] = (), owner: str = "") -> Any:
     """Merge `data` over `cls`'s defaults and return a `cls` instance, or raise SpecError.

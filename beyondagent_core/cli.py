@@ -1,0 +1,191 @@
+"""`beyondagent`: run a spec, validate it, list plugins.
+
+    beyondagent run SPEC [KEY=VALUE ...] [--dry-run] [--on-bad-record fail|skip]
+    beyondagent validate SPEC [KEY=VALUE ...]
+    beyondagent plugins [--json | --requirements]
+    beyondagent --version
+
+A user error prints what was wrong, where and what to do, and exits with 2 (1 when a run
+fails at run time); `-v` adds debug events and the traceback. Nothing heavy (torch,
+transformers, ray) is imported here: backends import what they need when a run selects them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from beyondagent_core import __version__
+from beyondagent_core.errors import BeyondAgentError
+from beyondagent_core.jsonl import BAD_RECORD_POLICIES
+from beyondagent_core.logs import configure_logging
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", help="debug events and full tracebacks")
+
+    parser = argparse.ArgumentParser(
+        prog="beyondagent", parents=[common],
+        description="Self-evolving agent RL: explore, synthesize tasks, mix, train. Every part is a plugin.",
+    )
+    parser.add_argument("--version", action="version", version=f"beyondagent {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def spec_command(name: str, help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, parents=[common], help=help_text, description=help_text)
+        sub.add_argument("spec", help="the spec YAML file")
+        sub.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                         help="dot-list overrides, e.g. mixture.synthetic_ratio=2")
+        sub.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
+                         help="a malformed task record: fail (default) or skip it (counted and logged)")
+        return sub
+
+    run = spec_command("run", "Run a spec: load tasks, explore, mix, train.")
+    run.add_argument("--dry-run", action="store_true",
+                     help="resolve everything, print the plan and exit without exploring or training")
+    spec_command("validate", "Check a spec against the installed plugins without running it.")
+
+    plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
+    output = plugins.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="machine-readable list of plugins")
+    output.add_argument("--requirements", action="store_true",
+                        help="pip requirement lines pinning every working plugin")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(verbose=args.verbose)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        if args.command == "plugins":
+            return cmd_plugins(args)
+        if args.command == "validate":
+            return cmd_validate(args)
+        return cmd_run(args)
+    except BeyondAgentError as exc:
+        print_error(exc, verbose=args.verbose)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: say so plainly, traceback with -v
+        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if args.verbose:
+            import traceback
+
+            traceback.print_exc()
+        else:
+            print("  hint: run again with -v for the traceback, and please report it", file=sys.stderr)
+        return 1
+
+
+def print_error(exc: BeyondAgentError, *, verbose: bool) -> None:
+    print(f"error: {exc}", file=sys.stderr)
+    if verbose and exc.__cause__ is not None:
+        import traceback
+
+        traceback.print_exception(exc.__cause__, file=sys.stderr)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from beyondagent_core import pipeline
+
+    session = pipeline.prepare(args.spec, args.overrides)
+    if args.dry_run:
+        print_plan(pipeline.plan(session, on_bad_record=args.on_bad_record))
+        return 0
+    metrics = pipeline.run(session, on_bad_record=args.on_bad_record)
+    from rich.console import Console
+
+    Console(stderr=False).print(f"[bold green]run finished[/]: {json.dumps(metrics, default=str)}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from beyondagent_core import pipeline
+
+    session = pipeline.prepare(args.spec, args.overrides)
+    print(f"{args.spec}: ok")
+    print(session.spec.redacted_yaml(), end="")
+    return 0
+
+
+def print_plan(plan: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title="components")
+    for column in ("key", "kind", "name", "provider"):
+        table.add_column(column)
+    for row in plan.components:
+        table.add_row(row["key"], row["kind"], row["name"], row["provider"])
+    console.print(table)
+    console.print(f"original tasks: {plan.original}   val tasks: {plan.val}")
+    synthetic = "?" if plan.synthetic is None else plan.synthetic
+    console.print(f"synthetic tasks: {synthetic} ({plan.synthetic_source})")
+    if plan.mixed is not None:
+        console.print(f"after mixing (epoch 0): {sum(plan.mixed.values())} tasks = "
+                      f"{plan.mixed['original']} original + {plan.mixed['synthetic']} synthetic")
+    console.print("dry run: nothing was explored or trained")
+
+
+def cmd_plugins(args: argparse.Namespace) -> int:
+    from beyondagent_core.plugins import PluginManager
+    from beyondagent_core.registry import Registry
+
+    manager = PluginManager().load()
+    conflicts = Registry(manager).conflicts()
+    records = list(manager.records.values())
+    if args.json:
+        listing = []
+        for record in records:
+            item = record.to_json()
+            item["conflicts"] = {
+                kind: {name: providers for name, providers in names.items() if record.provider in providers}
+                for kind, names in conflicts.items()
+            }
+            item["conflicts"] = {kind: names for kind, names in item["conflicts"].items() if names}
+            listing.append(item)
+        print(json.dumps(listing, indent=2))
+        return 0
+    if args.requirements:
+        for record in records:
+            if record.status == "ok" and record.distribution and record.name != "builtin":
+                print(f"{record.distribution}=={record.version}")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"beyondagent {__version__} plugins")
+    for column in ("plugin", "distribution", "version", "status", "provides"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        provides = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in record.provides.items())
+        status = {"ok": "[green]ok[/]", "disabled": "[yellow]disabled[/]"}.get(record.status, "[red]error[/]")
+        table.add_row(record.name, record.distribution or "", record.version or "", status,
+                      provides or (record.error or ""))
+    console.print(table)
+    for record in records:
+        if record.status == "error":
+            console.print(f"[red]{record.name}[/] ({record.provider}): {record.error}", highlight=False)
+            if args.verbose and record.traceback:
+                console.print(record.traceback, highlight=False)
+    for kind, names in conflicts.items():
+        for name, providers in names.items():
+            console.print(f"[yellow]conflict[/]: {kind} {name!r} is provided by {'; '.join(providers)} "
+                          f"- select one as plugin/{name}", highlight=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

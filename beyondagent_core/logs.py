@@ -1,0 +1,53 @@
+"""structlog, configured once: readable events on the console, JSON lines in the run directory.
+
+Events are key-value: `log.info("explore.finished", seed="t1", tasks=3)`. The same event goes
+to the console (stderr) and, once a run directory exists, to `<run_dir>/events.jsonl`, so
+nothing is printed twice in two formats.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import structlog
+
+_events_file: TextIO | None = None
+
+
+def _write_json_line(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    if _events_file is not None:
+        _events_file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        _events_file.flush()
+    return event
+
+
+def configure_logging(*, verbose: bool = False, level: str = "info") -> None:
+    """Set up console logging; `-v` (verbose) shows debug events and full tracebacks."""
+    threshold = logging.DEBUG if verbose else logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _write_json_line,
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(threshold),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def log_events_to(path: Path | None) -> None:
+    """Also append every event as JSON to `path` (None stops it)."""
+    global _events_file
+    if _events_file is not None:
+        _events_file.close()
+        _events_file = None
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _events_file = path.open("a", encoding="utf-8")

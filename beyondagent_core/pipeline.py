@@ -1,0 +1,201 @@
+"""The run, top to bottom: load tasks -> explore -> mix -> hand the dataset to the backend.
+
+`prepare` reads and validates the spec against the installed plugins; `plan` says what a run
+would do (for `--dry-run`); `run` does it. Any component that fails is reported with its key
+path and the plugin that provided it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from beyondagent_core.context import RunContext, RunInfo, TrainingData
+from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
+from beyondagent_core.jsonl import BadRecords, OnBadRecord, read_tasks
+from beyondagent_core.logs import log_events_to
+from beyondagent_core.plugins import PluginManager, Switches, check_requirements
+from beyondagent_core.registry import Registry
+from beyondagent_core.rundir import create_run_dir, run_dir_of
+from beyondagent_core.spec import Component, PluginsSection, Spec, load_spec_file, structured, validate_spec
+from beyondagent_core.types import Task, count_by_origin
+
+log = structlog.get_logger("beyondagent.pipeline")
+
+
+@attrs.define
+class Session:
+    """A validated spec and the plugins it was validated against."""
+
+    spec: Spec
+    manager: PluginManager
+    registry: Registry
+
+
+def prepare(spec_path: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
+            manager: PluginManager | None = None) -> Session:
+    """Read the spec, load plugins (honouring `plugins.disable`), check `plugins.require`, validate."""
+    raw = load_spec_file(spec_path, overrides)
+    plugins = structured(PluginsSection, raw.data.get("plugins") or {}, "plugins", str(spec_path))
+    if manager is None:
+        manager = PluginManager(Switches.from_environment(extra_disabled=plugins.disable))
+    manager.load()
+    check_requirements(plugins.require, where=f"{spec_path}, key plugins.require")
+    registry = Registry(manager)
+    return Session(spec=validate_spec(raw, registry), manager=manager, registry=registry)
+
+
+@attrs.define
+class Plan:
+    """What a run will do: components with providers, and task counts."""
+
+    components: list[dict[str, str]]
+    original: int
+    val: int
+    synthetic: int | None
+    synthetic_source: str
+    mixed: dict[str, int] | None
+
+
+@contextlib.contextmanager
+def guarded(component: Component | None, action: str) -> Iterator[None]:
+    """Turn an unexpected exception inside a component into an error naming it and its plugin."""
+    try:
+        yield
+    except BeyondAgentError:
+        raise
+    except Exception as exc:
+        where = None
+        if component is not None and component.registration is not None:
+            reg = component.registration
+            where = f"{component.key_path} ({reg.spec.label} {reg.spec.name!r} from {reg.plugin.provider})"
+        log.error("component.failed", action=action, where=where, exc_info=True)
+        raise RunError(f"{action} failed: {type(exc).__name__}: {exc}", where=where,
+                       hint="run with -v for the traceback; events.jsonl in the run directory has it too") from exc
+
+
+def load_tasks(spec: Spec, key_path: str, bad: BadRecords) -> list[Task]:
+    """Load the tasks of `tasks.train` or `tasks.val`; a duplicate task_id is a bad record."""
+    component = spec.component(key_path)
+    if component is None or component.registration is None:
+        return []
+    with guarded(component, f"loading {key_path}"):
+        tasks = list(component.create().load(bad))
+    seen: set[str] = set()
+    unique = []
+    for task in tasks:
+        if not isinstance(task, Task):
+            raise RunError(f"{key_path} yielded {type(task).__name__}, not Task",
+                           where=f"{key_path} ({component.registration.plugin.provider})")
+        if task.task_id in seen:
+            bad.report(f"{key_path}, task {task.task_id!r}", f"duplicate task_id {task.task_id!r}")
+            continue
+        seen.add(task.task_id)
+        unique.append(task)
+    log.info("tasks.loaded", key=key_path, tasks=len(unique), skipped=bad.count)
+    return unique
+
+
+def cache_path(spec: Spec) -> Path:
+    cache = spec.explore.cache
+    return Path(cache) if cache else run_dir_of(spec) / "synthetic_tasks.jsonl"
+
+
+def explore(spec: Spec, seeds: list[Task], bad: BadRecords) -> list[Task]:
+    """Synthetic tasks: read from the cache when it exists, otherwise explore (when `n` > 0)."""
+    path = cache_path(spec)
+    if path.is_file():
+        tasks = read_tasks(path, bad)
+        log.info("explore.cache_used", cache=str(path), tasks=len(tasks))
+        return tasks
+    if spec.explore.n == 0:
+        return []
+    from beyondagent_core.explore import explore_seeds
+
+    explorer, summarizer, env = (spec.component(k) for k in ("explore", "explore.summarizer", "env"))
+    for component, key in ((explorer, "explore.name"), (summarizer, "explore.summarizer.name"), (env, "env.name")):
+        if component is None or component.registration is None:
+            raise SpecError(f"explore.n is {spec.explore.n} but {key} is not set",
+                            where=f"{spec.path}, key {key}",
+                            hint=f"set {key}, or set explore.n=0 to skip exploration")
+    # Explore into `<cache>.partial` and rename when done, so an interrupted exploration is
+    # never mistaken for a finished cache.
+    partial = path.with_name(path.name + ".partial")
+    if partial.exists():
+        raise RunError(f"an interrupted exploration left {partial}",
+                       hint="delete it to explore again from the start")
+    filters = [(f.name or "?", f.create()) for f in spec.filters]
+    with guarded(explorer, "exploration"):
+        result = asyncio.run(explore_seeds(
+            seeds, n=spec.explore.n, workers=spec.explore.workers, explorer=explorer.create(),
+            summarizer=summarizer.create(), filters=filters, make_env=env.create, cache_path=partial,
+        ))
+    partial.replace(path)
+    log.info("explore.cached", cache=str(path), tasks=len(result.tasks), failures=result.failures)
+    return result.tasks
+
+
+def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
+    """Resolve everything and count tasks without exploring or training (`--dry-run`)."""
+    spec = session.spec
+    bad = BadRecords(on_bad_record)
+    train = load_tasks(spec, "tasks.train", bad)
+    val = load_tasks(spec, "tasks.val", bad)
+    path = cache_path(spec)
+    synthetic: list[Task] | None = None
+    if path.is_file():
+        synthetic, source = read_tasks(path, bad), f"cache {path}"
+    elif spec.explore.n == 0:
+        synthetic, source = [], "none (explore.n is 0)"
+    else:
+        source = f"to be explored: {len(train)} seeds x {spec.explore.n}, cached in {path}"
+    mixed = None
+    if synthetic is not None:
+        mixer = spec.component("mixture")
+        with guarded(mixer, "mixing"):
+            mixed = count_by_origin(TrainingData(train, synthetic, val, mixer.create(), spec.run.seed).epoch_tasks(0))
+    rows = []
+    for component in [*spec.components.values(), *spec.filters]:
+        if component.registration is not None:
+            plugin = component.registration.plugin
+            rows.append({"key": component.key_path, "kind": component.kind, "name": component.name or "",
+                         "provider": plugin.provider})
+    return Plan(rows, len(train), len(val), None if synthetic is None else len(synthetic), source, mixed)
+
+
+def run(session: Session, *, on_bad_record: OnBadRecord = "fail") -> dict[str, Any]:
+    """Do the run; returns the backend's final metrics."""
+    spec, manager = session.spec, session.manager
+    run_dir = create_run_dir(spec, manager)
+    log_events_to(run_dir / "events.jsonl")
+    info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
+    context = RunContext(spec=spec, info=info, manager=manager)
+    started = time.perf_counter()
+    log.info("run.started", run=spec.run.name, run_dir=str(run_dir))
+    manager.notify("beyondagent_run_started", run=info)
+    status, metrics = "error", {}
+    try:
+        bad = BadRecords(on_bad_record)
+        train = load_tasks(spec, "tasks.train", bad)
+        val = load_tasks(spec, "tasks.val", bad)
+        synthetic = explore(spec, train, bad)
+        mixer, backend = spec.component("mixture"), spec.component("backend")
+        with guarded(mixer, "building the mixer"):
+            data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)
+        log.info("data.ready", original=len(train), synthetic=len(synthetic), val=len(val),
+                 skipped_bad_records=bad.count)
+        with guarded(backend, "training"):
+            metrics = backend.create().train(data, context) or {}
+        status = "ok"
+        return metrics
+    finally:
+        log.info("run.finished", status=status, seconds=round(time.perf_counter() - started, 3), **metrics)
+        manager.notify("beyondagent_run_finished", run=info, status=status, metrics=metrics)
+        log_events_to(None)

@@ -1,0 +1,45 @@
+"""The run directory: `<output_dir>/<run name>/` and the files that explain a run.
+
+`spec.resolved.yaml` (secrets redacted), `plugins.json` (which plugin provided each
+component, and every plugin's state) and `events.jsonl`; the backend adds its own files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from beyondagent_core.plugins import PluginManager
+from beyondagent_core.spec import Spec
+
+
+def run_dir_of(spec: Spec) -> Path:
+    return Path(spec.run.output_dir) / spec.run.name
+
+
+def create_run_dir(spec: Spec, manager: PluginManager) -> Path:
+    run_dir = run_dir_of(spec)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "spec.resolved.yaml").write_text(spec.redacted_yaml(), encoding="utf-8")
+    (run_dir / "plugins.json").write_text(
+        json.dumps(provenance(spec, manager), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return run_dir
+
+
+def provenance(spec: Spec, manager: PluginManager) -> dict[str, Any]:
+    """What provided each selected component, and the state of every plugin."""
+    components: dict[str, Any] = {}
+    for component in [*spec.components.values(), *spec.filters]:
+        if component.registration is None:
+            continue
+        plugin = component.registration.plugin
+        components[component.key_path] = {
+            "kind": component.kind,
+            "name": component.registration.spec.name,
+            "plugin": plugin.name,
+            "distribution": plugin.distribution,
+            "version": plugin.version,
+        }
+    return {"components": components, "plugins": [record.to_json() for record in manager.records.values()]}

@@ -1,0 +1,161 @@
+"""LocalAsyncEnv: sync envs run in worker threads, return types checked, close once."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from beyondagent_core.envs.local import LocalAsyncEnv
+from beyondagent_core.protocols import EnvReset, EnvStep
+from beyondagent_core.types import Reward, Task
+
+TASK = Task(task_id="walk-1", query="Reach position 2.", ground_truth=2)
+
+
+class Walker:
+    """A number line: "right"/"left" move by one; success when the target is reached."""
+
+    def __init__(self, step_seconds: float = 0.0):
+        self.step_seconds = step_seconds
+        self.position = 0
+        self.target = 0
+        self.events: list[str] = []
+        self.threads: set[int] = set()
+        self.close_calls = 0
+
+    def reset(self, task: Task) -> EnvReset:
+        self.threads.add(threading.get_ident())
+        self.position, self.target = 0, int(task.ground_truth)
+        return EnvReset(messages=[{"role": "user", "content": f"{task.query} You are at 0."}])
+
+    def step(self, action: dict) -> EnvStep:
+        self.threads.add(threading.get_ident())
+        self.events.append("step-start")
+        time.sleep(self.step_seconds)
+        self.position += {"right": 1, "left": -1}.get(action["content"], 0)
+        self.events.append("step-end")
+        done = self.position == self.target
+        return EnvStep(observation=[{"role": "user", "content": f"position {self.position}"}], terminated=done)
+
+    def evaluate(self) -> Reward:
+        ok = self.position == self.target
+        return Reward(score=float(ok), success=ok)
+
+    def close(self) -> None:
+        self.events.append("close")
+        self.close_calls += 1
+
+
+class WrongTypes(Walker):
+    """Returns plain dicts instead of our records."""
+
+    def reset(self, task: Task):
+        return {"messages": []}
+
+    def step(self, action: dict):
+        return {"observation": []}
+
+    def evaluate(self):
+        return 1.0
+
+
+def test_calls_delegate_in_worker_threads() -> None:
+    env = Walker()
+
+    async def episode() -> tuple[EnvReset, EnvStep, Reward]:
+        async with LocalAsyncEnv(env) as aenv:
+            first = await aenv.reset(TASK)
+            await aenv.step({"role": "assistant", "content": "right"})
+            last = await aenv.step({"role": "assistant", "content": "right"})
+            return first, last, await aenv.evaluate()
+
+    first, last, reward = asyncio.run(episode())
+    assert "Reach position 2" in first.messages[0]["content"]
+    assert last.terminated and last.observation[0]["content"] == "position 2"
+    assert reward.success and reward.score == 1.0
+    assert threading.get_ident() not in env.threads
+    assert env.close_calls == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "call"),
+    [
+        ("reset", lambda aenv: aenv.reset(TASK)),
+        ("step", lambda aenv: aenv.step({"role": "assistant", "content": "right"})),
+        ("evaluate", lambda aenv: aenv.evaluate()),
+    ],
+)
+def test_wrong_return_type_names_env_and_method(method, call) -> None:
+    async def go() -> None:
+        async with LocalAsyncEnv(WrongTypes()) as aenv:
+            await call(aenv)
+
+    with pytest.raises(TypeError, match=rf"WrongTypes\.{method}\(\) must return \w+, got"):
+        asyncio.run(go())
+
+
+def test_close_is_idempotent_and_calls_after_close_fail() -> None:
+    env = Walker()
+
+    async def go() -> None:
+        aenv = LocalAsyncEnv(env)
+        await aenv.close()
+        await aenv.close()
+        assert aenv.closed
+        with pytest.raises(RuntimeError, match=r"Walker\.reset\(\) called after close"):
+            await aenv.reset(TASK)
+
+    asyncio.run(go())
+    assert env.close_calls == 1
+
+
+def test_async_with_closes_when_body_raises() -> None:
+    env = Walker()
+
+    async def go() -> None:
+        async with LocalAsyncEnv(env) as aenv:
+            await aenv.reset(TASK)
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        asyncio.run(go())
+    assert env.close_calls == 1
+
+
+def test_cancelled_episode_closes_after_the_running_step() -> None:
+    env = Walker(step_seconds=0.3)
+
+    async def episode() -> None:
+        async with LocalAsyncEnv(env) as aenv:
+            await aenv.reset(TASK)
+            await aenv.step({"role": "assistant", "content": "right"})
+
+    async def go() -> None:
+        task = asyncio.create_task(episode())
+        await asyncio.sleep(0.1)  # the step is now sleeping in its thread
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert env.events == ["step-start", "step-end", "close"]
+    assert env.close_calls == 1
+
+
+def test_blocking_steps_of_many_envs_overlap() -> None:
+    envs = [Walker(step_seconds=0.2) for _ in range(4)]
+
+    async def one(env: Walker) -> None:
+        async with LocalAsyncEnv(env) as aenv:
+            await aenv.reset(TASK)
+            await aenv.step({"role": "assistant", "content": "right"})
+
+    async def go() -> None:
+        await asyncio.gather(*(one(env) for env in envs))
+
+    started = time.perf_counter()
+    asyncio.run(go())
+    assert time.perf_counter() - started < 0.6  # 4 x 0.2 s in sequence would be 0.8 s

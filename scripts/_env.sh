@@ -1,0 +1,19 @@
+# Sourced by the other scripts: a virtualenv in .venv with the core and every plugin installed
+# (editable). Set BEYONDAGENT_PYTHON to pick the interpreter (Python >= 3.11).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="${BEYONDAGENT_PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# shellcheck disable=SC1091
+source .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+plugins=()
+for dir in plugins/*/; do
+  [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")
+done
+# The core first (so plugins' `beyondagent` requirement is this checkout), then every plugin.
+python -m pip install --quiet -e ".[test]"
+python -m pip install --quiet "${plugins[@]}"

@@ -99,6 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from beyondagent_core import pipeline
 
     session = pipeline.prepare(args.spec, args.overrides)
+    configure_logging(verbose=args.verbose, level=session.spec.logging.level)
     if args.dry_run:
         print_plan(pipeline.plan(session, on_bad_record=args.on_bad_record))
         return 0

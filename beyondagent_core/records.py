@@ -126,7 +126,7 @@ class MixerSpec(ComponentSpec):
 
 @attrs.frozen
 class RewardSpec(ComponentSpec):
-    """Provides a judge: `factory(config) -> Reward` (the protocol, not the record)."""
+    """Provides a judge: `factory(config) -> Judge` (scores a trajectory as a `Reward`)."""
 
     kind: ClassVar[str] = "reward"
     label: ClassVar[str] = "reward"

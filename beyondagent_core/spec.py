@@ -12,6 +12,7 @@ key, and a wrong type names the key, the expected type and the value. Secrets co
 from __future__ import annotations
 
 import difflib
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -62,9 +63,17 @@ class AlgorithmSection:
     entropy_coeff: float = 0.0
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _check_level(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value.lower() not in LOG_LEVELS:
+        raise ValueError(f"logging.level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+
+
 @attrs.define
 class LoggingSection:
-    level: str = "info"
+    level: str = attrs.field(default="info", validator=_check_level)
 
 
 @attrs.define
@@ -336,6 +345,8 @@ def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) 
     if block.name is None:
         if rest:
             first = sorted(rest)[0]
+            if difflib.get_close_matches(first, sorted(own_keys), n=1, cutoff=0.6):
+                raise _unknown_key(_join(slot.key_path, first), first, sorted(own_keys), where, "")
             raise SpecError(f"{slot.key_path}.{first} is set but no implementation is selected",
                             where=f"{where}, key {slot.key_path}",
                             hint=f"add {slot.key_path}.name to choose the {slot.kind.replace('_', ' ')}")
@@ -378,7 +389,7 @@ def structured(cls: type, data: dict[str, Any], prefix: str, where: str, *,
             raise _unknown_key(_join(prefix, nested), nested.rsplit(".", 1)[-1], nested_valid, where, owner) from None
         except (oc_errors.ValidationError, oc_errors.ConfigTypeError) as exc:
             nested = exc.full_key or str(key)
-            bad_value = _lookup(value, nested.split(".")[1:]) if exc.full_key else value
+            bad_value = _lookup(value, _key_parts(nested)[1:]) if exc.full_key else value
             expected = _type_name(_field_type(cls, nested))
             raise SpecError(
                 f"{_join(prefix, nested)} must be {expected}, got {bad_value!r} ({type(bad_value).__name__})",
@@ -440,9 +451,20 @@ def _component_dict(component: Component) -> dict[str, Any] | None:
     return merged
 
 
+def _key_parts(dotted: str) -> list[str]:
+    """`a.b[1].c` -> `["a", "b", "1", "c"]` (OmegaConf writes list indices in brackets)."""
+    return [part for part in dotted.replace("[", ".").replace("]", "").split(".") if part]
+
+
 def _field_type(cls: type, dotted: str) -> Any:
     current: Any = cls
-    for part in dotted.split("."):
+    for part in _key_parts(dotted):
+        args = [a for a in typing.get_args(current) if a is not type(None)]
+        if typing.get_origin(current) in (typing.Union, types.UnionType) and len(args) == 1:
+            current = args[0]  # Optional[X] -> X
+        if part.isdigit() and typing.get_origin(current) in (list, tuple):
+            current = typing.get_args(current)[0] if typing.get_args(current) else None
+            continue
         if not (isinstance(current, type) and attrs.has(current)):
             return None
         current = typing.get_type_hints(current).get(part)
@@ -465,7 +487,12 @@ def _type_name(tp: Any) -> str:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     origin = typing.get_origin(tp)
     if origin in (list, tuple):
-        return f"a list of {_type_name(args[0]).removeprefix('a ').removeprefix('an ')}s" if args else "a list"
+        if not args:
+            return "a list"
+        item = _type_name(args[0])
+        plural = {"a string": "strings", "an integer": "integers", "a number (float)": "numbers (floats)",
+                  "a boolean (true/false)": "booleans (true/false)"}
+        return f"a list of {plural.get(item) or item.removeprefix('a ').removeprefix('an ') + 's'}"
     if origin is dict:
         return "a mapping"
     if len(args) == 1:
@@ -505,7 +532,10 @@ def _secret_paths(node: Any, prefix: str) -> list[str]:
             found.extend(_secret_paths(value, path))
     elif isinstance(node, list):
         for i, value in enumerate(node):
-            found.extend(_secret_paths(value, f"{prefix}[{i}]"))
+            path = f"{prefix}[{i}]"
+            if isinstance(value, str) and "${oc.env:" in value:
+                found.append(path)
+            found.extend(_secret_paths(value, path))
     return found
 
 
@@ -518,7 +548,8 @@ def _redact(node: Any, secrets: set[str], prefix: str) -> Any:
             out[key] = REDACTED if secret and value is not None else _redact(value, secrets, path)
         return out
     if isinstance(node, list):
-        return [_redact(value, secrets, f"{prefix}[{i}]") for i, value in enumerate(node)]
+        return [REDACTED if f"{prefix}[{i}]" in secrets and value is not None
+                else _redact(value, secrets, f"{prefix}[{i}]") for i, value in enumerate(node)]
     return node
 
 

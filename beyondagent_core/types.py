@@ -138,7 +138,7 @@ def _fields_of(cls: type, data: Any, *, versioned: bool = True) -> dict[str, Any
     data = dict(data)
     if versioned:
         version = data.pop("schema_version", 1)
-        if not isinstance(version, int) or version < 1:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValueError(f"schema_version must be a positive integer, got {version!r}")
         if version > SCHEMA_VERSION:
             raise ValueError(

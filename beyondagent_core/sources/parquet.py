@@ -130,6 +130,8 @@ def task_to_row(task: Task, index: int, split: str) -> dict[str, Any]:
             else json.dumps(ground_truth, ensure_ascii=False),
         },
         "extra_info": {
+            # Keep what a verl dataset had here (reward functions read it), then ours.
+            **(task.metadata.get("extra_info") or {}),
             "index": index,
             "split": split,
             "task_id": task.task_id,

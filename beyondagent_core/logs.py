@@ -20,8 +20,17 @@ _events_file: TextIO | None = None
 
 def _write_json_line(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     if _events_file is not None:
-        _events_file.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        # `exc_info=True` becomes the traceback text in the file (the console renders its own).
+        record = structlog.processors.format_exc_info(logger, method, dict(event))
+        _events_file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         _events_file.flush()
+    return event
+
+
+def _drop_traceback(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """Without `-v` the console gets no traceback (events.jsonl still has it)."""
+    event.pop("exc_info", None)
+    event.pop("exception", None)
     return event
 
 
@@ -34,6 +43,7 @@ def configure_logging(*, verbose: bool = False, level: str = "info") -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _write_json_line,
+            *([] if verbose else [_drop_traceback]),
             structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
@@ -49,5 +59,15 @@ def log_events_to(path: Path | None) -> None:
         _events_file.close()
         _events_file = None
     if path is not None:
+        _ensure_json_lines_processor()
         path.parent.mkdir(parents=True, exist_ok=True)
         _events_file = path.open("a", encoding="utf-8")
+
+
+def _ensure_json_lines_processor() -> None:
+    """Runs started without the CLI (the pipeline as a library, the pytest kit) still get
+    their events.jsonl: add our processor before the renderer of whatever config is active."""
+    processors = list(structlog.get_config()["processors"])
+    if _write_json_line not in processors:
+        processors.insert(max(len(processors) - 1, 0), _write_json_line)
+        structlog.configure(processors=processors)

@@ -108,6 +108,17 @@ def cache_path(spec: Spec) -> Path:
     return Path(cache) if cache else run_dir_of(spec) / "synthetic_tasks.jsonl"
 
 
+def exploration_components(spec: Spec) -> tuple[Component, Component, Component]:
+    """The explorer, summarizer and env an exploration needs; a SpecError names the missing one."""
+    explorer, summarizer, env = (spec.component(k) for k in ("explore", "explore.summarizer", "env"))
+    for component, key in ((explorer, "explore.name"), (summarizer, "explore.summarizer.name"), (env, "env.name")):
+        if component is None or component.registration is None:
+            raise SpecError(f"explore.n is {spec.explore.n} but {key} is not set",
+                            where=f"{spec.path}, key {key}",
+                            hint=f"set {key}, or set explore.n=0 to skip exploration")
+    return explorer, summarizer, env  # type: ignore[return-value]
+
+
 def explore(spec: Spec, seeds: list[Task], bad: BadRecords) -> list[Task]:
     """Synthetic tasks: read from the cache when it exists, otherwise explore (when `n` > 0)."""
     path = cache_path(spec)
@@ -119,12 +130,7 @@ def explore(spec: Spec, seeds: list[Task], bad: BadRecords) -> list[Task]:
         return []
     from beyondagent_core.explore import explore_seeds
 
-    explorer, summarizer, env = (spec.component(k) for k in ("explore", "explore.summarizer", "env"))
-    for component, key in ((explorer, "explore.name"), (summarizer, "explore.summarizer.name"), (env, "env.name")):
-        if component is None or component.registration is None:
-            raise SpecError(f"explore.n is {spec.explore.n} but {key} is not set",
-                            where=f"{spec.path}, key {key}",
-                            hint=f"set {key}, or set explore.n=0 to skip exploration")
+    explorer, summarizer, env = exploration_components(spec)
     # Explore into `<cache>.partial` and rename when done, so an interrupted exploration is
     # never mistaken for a finished cache.
     partial = path.with_name(path.name + ".partial")
@@ -155,6 +161,7 @@ def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
     elif spec.explore.n == 0:
         synthetic, source = [], "none (explore.n is 0)"
     else:
+        exploration_components(spec)  # a dry run catches what the run would fail on
         source = f"to be explored: {len(train)} seeds x {spec.explore.n}, cached in {path}"
     mixed = None
     if synthetic is not None:

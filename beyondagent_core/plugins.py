@@ -196,7 +196,10 @@ class PluginManager:
         try:
             self._pm.register(plugin, name=record.name)
         except Exception as exc:  # pluggy.PluginValidationError: a hook's signature does not match
-            record.fail(f"registration failed: {_one_line(exc)}", exc)
+            # pluggy's first line names only the hook; the last one says what is wrong with it.
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            detail = f" ({lines[-1]})" if len(lines) > 1 else ""
+            record.fail(f"registration failed: {_one_line(exc)}{detail}", exc)
             return
         callers = self._pm.get_hookcallers(plugin) or []
         record.hooks = sorted(caller.name for caller in callers)

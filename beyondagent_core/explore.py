@@ -16,6 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import structlog
@@ -165,32 +166,9 @@ async def explore_seeds(
     return result
 
 
-def run_exploration(
-    seeds: Sequence[Task],
-    *,
-    n: int,
-    workers: int,
-    explorer: Explorer,
-    summarizer: Summarizer,
-    filters: Sequence[tuple[str, TaskFilter]],
-    make_env: Callable[[], Env],
-    cache_path: Path,
-    llm: ChatLLM | None = None,
-) -> ExploreResult:
-    """`explore_seeds` for sync callers (runs its own event loop)."""
-    return asyncio.run(
-        explore_seeds(
-            seeds,
-            n=n,
-            workers=workers,
-            explorer=explorer,
-            summarizer=summarizer,
-            filters=filters,
-            make_env=make_env,
-            cache_path=cache_path,
-            llm=llm,
-        )
-    )
+def run_exploration(seeds: Sequence[Task], **options: Any) -> ExploreResult:
+    """`explore_seeds` for sync callers (runs its own event loop); same keyword options."""
+    return asyncio.run(explore_seeds(seeds, **options))
 
 
 def _start_cache(path: Path) -> None:

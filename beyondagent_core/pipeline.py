@@ -7,7 +7,6 @@ path and the plugin that provided it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -128,7 +127,7 @@ def explore(spec: Spec, seeds: list[Task], bad: BadRecords) -> list[Task]:
         return tasks
     if spec.explore.n == 0:
         return []
-    from beyondagent_core.explore import explore_seeds
+    from beyondagent_core.explore import run_exploration
 
     explorer, summarizer, env = exploration_components(spec)
     # Explore into `<cache>.partial` and rename when done, so an interrupted exploration is
@@ -139,10 +138,10 @@ def explore(spec: Spec, seeds: list[Task], bad: BadRecords) -> list[Task]:
                        hint="delete it to explore again from the start")
     filters = [(f.name or "?", f.create()) for f in spec.filters]
     with guarded(explorer, "exploration"):
-        result = asyncio.run(explore_seeds(
+        result = run_exploration(
             seeds, n=spec.explore.n, workers=spec.explore.workers, explorer=explorer.create(),
             summarizer=summarizer.create(), filters=filters, make_env=env.create, cache_path=partial,
-        ))
+        )
     partial.replace(path)
     log.info("explore.cached", cache=str(path), tasks=len(result.tasks), failures=result.failures)
     return result.tasks

@@ -25,8 +25,10 @@ from beyondagent_core.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # `-v` works before or after the command; SUPPRESS keeps a subcommand from resetting it.
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-v", "--verbose", action="store_true", help="debug events and full tracebacks")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="debug events and full tracebacks")
 
     parser = argparse.ArgumentParser(
         prog="beyondagent", parents=[common],
@@ -60,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.verbose = getattr(args, "verbose", False)
     configure_logging(verbose=args.verbose)
     if args.command is None:
         parser.print_help()

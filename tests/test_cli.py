@@ -198,3 +198,11 @@ def test_quickstart_dry_run(cli) -> None:
     half = cli("run", "examples/quickstart.yaml", "mixture.synthetic_ratio=0.25", "--dry-run", cwd=ROOT)
     assert half.code == 0, half.text
     assert "12 original + 3 synthetic" in half.out
+
+
+def test_verbose_flag_before_or_after_the_command(cli):
+    for args in (("-v", "plugins"), ("plugins", "-v")):
+        result = cli(*args)
+        assert result.code == 0, result.text
+        assert "plugins.registered" in result.err, args
+    assert "plugins.registered" not in cli("plugins").err

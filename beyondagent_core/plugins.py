@@ -289,10 +289,6 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
-def plugin_names(records: Sequence[PluginRecord]) -> str:
-    return ", ".join(record.name for record in records)
-
-
 def check_requirements(requirements: Sequence[str], *, where: str) -> None:
     """Check the spec's `plugins.require` (PEP 508 strings) against installed distributions."""
     from packaging.requirements import InvalidRequirement, Requirement

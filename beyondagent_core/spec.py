@@ -236,12 +236,6 @@ class RawSpec:
     data: dict[str, Any]
     secrets: frozenset[str]
 
-    @property
-    def disabled_plugins(self) -> list[str]:
-        plugins = self.data.get("plugins") or {}
-        disable = plugins.get("disable") if isinstance(plugins, dict) else None
-        return [str(name) for name in disable] if isinstance(disable, list) else []
-
 
 def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RawSpec:
     """Read a YAML spec, apply dot-list overrides and resolve `${...}` interpolations."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import write_basic_spec
 
 from beyondagent_core import __version__
 
@@ -49,16 +50,7 @@ def beyondagent_backends():
 
 @pytest.fixture
 def spec(tmp_path: Path) -> Path:
-    train = tmp_path / "train.jsonl"
-    train.write_text("".join(json.dumps({"task_id": f"t{i}", "query": f"q{i}"}) + "\n" for i in range(3)))
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({
-        "run": {"name": "cli", "output_dir": str(tmp_path / "runs")},
-        "tasks": {"train": {"name": "jsonl", "path": str(train)}},
-        "mixture": {"name": "original"},
-        "backend": {"name": "export"},
-    }))
-    return path
+    return write_basic_spec(tmp_path, mixer="original", tasks=3, run_name="cli")
 
 
 def test_version(cli) -> None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
+from conftest import write_basic_spec
 
 PASSTHROUGH = '''
 import attrs
@@ -45,16 +45,7 @@ def passthrough(make_dist):
 
 @pytest.fixture
 def spec(tmp_path: Path, passthrough) -> Path:
-    data = tmp_path / "train.jsonl"
-    data.write_text("".join(json.dumps({"task_id": f"t{i}", "query": f"q{i}"}) + "\n" for i in range(4)))
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({
-        "run": {"name": "r", "output_dir": str(tmp_path / "runs")},
-        "tasks": {"train": {"name": "jsonl", "path": str(data)}},
-        "mixture": {"name": "passthrough"},
-        "backend": {"name": "export"},
-    }))
-    return path
+    return write_basic_spec(tmp_path, mixer="passthrough", tasks=4, run_name="r")
 
 
 def assert_clean_error(result, *words: str, code: int = 2) -> None:

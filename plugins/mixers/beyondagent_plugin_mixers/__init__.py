@@ -8,7 +8,6 @@ is imported only when a spec selects one of them.
 from __future__ import annotations
 
 from beyondagent_core import MixerSpec, hookimpl
-
 from beyondagent_plugin_mixers.config import OriginalConfig, RatioConfig, SyntheticConfig
 
 __all__ = ["OriginalConfig", "RatioConfig", "SyntheticConfig", "beyondagent_mixers"]

@@ -15,8 +15,8 @@ import random
 from collections.abc import Sequence
 
 import structlog
-from beyondagent_core import Task
 
+from beyondagent_core import Task
 from beyondagent_plugin_mixers.config import SCHEDULES, OriginalConfig, RatioConfig, SyntheticConfig
 
 # Absorbs float error so that e.g. 100 * 0.29 (= 28.999999999999996) counts as 29.

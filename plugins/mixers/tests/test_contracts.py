@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from beyondagent_core.testing.contracts import MixerContract
 
 pytestmark = pytest.mark.beyondagent_plugins("mixers")

@@ -6,14 +6,14 @@ from collections import Counter
 from importlib.metadata import entry_points
 
 import attrs
+import beyondagent_plugin_mixers
 import pytest
-from beyondagent_core import MixerSpec, Task
+from beyondagent_plugin_mixers.config import OriginalConfig, RatioConfig, SyntheticConfig
+from beyondagent_plugin_mixers.mixers import Original, Ratio, Synthetic
 from omegaconf import OmegaConf
 from structlog.testing import capture_logs
 
-import beyondagent_plugin_mixers
-from beyondagent_plugin_mixers.config import OriginalConfig, RatioConfig, SyntheticConfig
-from beyondagent_plugin_mixers.mixers import Original, Ratio, Synthetic
+from beyondagent_core import MixerSpec, Task
 
 
 def originals(n: int) -> list[Task]:

@@ -71,10 +71,7 @@ def guarded(component: Component | None, action: str) -> Iterator[None]:
     except BeyondAgentError:
         raise
     except Exception as exc:
-        where = None
-        if component is not None and component.registration is not None:
-            reg = component.registration
-            where = f"{component.key_path} ({reg.spec.label} {reg.spec.name!r} from {reg.plugin.provider})"
+        where = component.described if component is not None else None
         log.error("component.failed", action=action, where=where, exc_info=True)
         raise RunError(f"{action} failed: {type(exc).__name__}: {exc}", where=where,
                        hint="run with -v for the traceback; events.jsonl in the run directory has it too") from exc

@@ -22,7 +22,7 @@ import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
-from beyondagent_core.errors import SpecError
+from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.registry import Registration, Registry
 
 REDACTED = "***"
@@ -171,12 +171,18 @@ class Component:
     def name(self) -> str | None:
         return None if self.registration is None else self.registration.spec.name
 
+    @property
+    def described(self) -> str:
+        """`key (kind 'name' from dist version (entry point))`, for error messages."""
+        if self.registration is None:
+            return self.key_path
+        spec, plugin = self.registration.spec, self.registration.plugin
+        return f"{self.key_path} ({spec.label} {spec.name!r} from {plugin.provider})"
+
     def create(self) -> Any:
         """Build the component: `factory(config)`."""
         if self.registration is None:
             raise SpecError(f"no {self.kind} selected", where=f"{self.key_path}.name")
-        from beyondagent_core.errors import PluginError
-
         spec, plugin = self.registration.spec, self.registration.plugin
         try:
             factory = spec.load_factory()
@@ -191,7 +197,7 @@ class Component:
         except ValueError as exc:
             # A factory rejecting its config is a spec problem: point at the block.
             raise SpecError(f"invalid {self.key_path}: {exc}",
-                            where=f"{self.key_path} ({spec.label} {spec.name!r} from {plugin.provider})",
+                            where=self.described,
                             hint=f"fix the values under {self.key_path} in the spec") from exc
 
 

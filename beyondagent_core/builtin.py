@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from beyondagent_core.export import ExportConfig
 from beyondagent_core.hookspecs import hookimpl
-from beyondagent_core.records import BackendSpec, TaskSourceSpec
+from beyondagent_core.records import BackendSpec, TaskSourceSpec, WorkflowSpec
+from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig
 
@@ -38,5 +39,17 @@ def beyondagent_backends() -> list[BackendSpec]:
             factory="beyondagent_core.export:ExportBackend",
             config_cls=ExportConfig,
             summary="Write each epoch's mixed tasks (JSONL or verl parquet) instead of training.",
+        ),
+    ]
+
+
+@hookimpl
+def beyondagent_workflows() -> list[WorkflowSpec]:
+    return [
+        WorkflowSpec(
+            name="react",
+            factory="beyondagent_core.runtime.react:ReactWorkflow",
+            config_cls=ReactConfig,
+            summary="Act, observe, repeat: the env's system prompt, one env step per model turn.",
         ),
     ]

@@ -1,6 +1,6 @@
 """`beyondagent`: run a spec, validate it, list plugins.
 
-    beyondagent run SPEC [KEY=VALUE ...] [--dry-run] [--on-bad-record fail|skip]
+    beyondagent run SPEC [KEY=VALUE ...] [--dry-run] [--resume] [--on-bad-record fail|skip]
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent plugins [--json | --requirements]
     beyondagent --version
@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = spec_command("run", "Run a spec: load tasks, explore, mix, train.")
     run.add_argument("--dry-run", action="store_true",
                      help="resolve everything, print the plan and exit without exploring or training")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run in its directory from the backend's last checkpoint")
     spec_command("validate", "Check a spec against the installed plugins without running it.")
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
@@ -106,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(pipeline.plan(session, on_bad_record=args.on_bad_record))
         return 0
-    metrics = pipeline.run(session, on_bad_record=args.on_bad_record)
+    metrics = pipeline.run(session, on_bad_record=args.on_bad_record, resume=args.resume)
     from rich.console import Console
 
     Console(stderr=False).print(f"[bold green]run finished[/]: {json.dumps(metrics, default=str)}")

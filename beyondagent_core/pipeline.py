@@ -173,13 +173,13 @@ def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
     return Plan(rows, len(train), len(val), None if synthetic is None else len(synthetic), source, mixed)
 
 
-def run(session: Session, *, on_bad_record: OnBadRecord = "fail") -> dict[str, Any]:
-    """Do the run; returns the backend's final metrics."""
+def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool = False) -> dict[str, Any]:
+    """Do the run; returns the backend's final metrics. `resume` continues the run in its directory."""
     spec, manager = session.spec, session.manager
-    run_dir = create_run_dir(spec, manager)
+    run_dir = create_run_dir(spec, manager, resume=resume)
     log_events_to(run_dir / "events.jsonl")
     info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
-    context = RunContext(spec=spec, info=info, manager=manager)
+    context = RunContext(spec=spec, info=info, manager=manager, resume=resume)
     started = time.perf_counter()
     log.info("run.started", run=spec.run.name, run_dir=str(run_dir))
     manager.notify("beyondagent_run_started", run=info)

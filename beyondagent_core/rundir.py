@@ -2,6 +2,7 @@
 
 `spec.resolved.yaml` (secrets redacted), `plugins.json` (which plugin provided each
 component, and every plugin's state) and `events.jsonl`; the backend adds its own files.
+`--resume` continues in place.
 """
 
 from __future__ import annotations
@@ -10,16 +11,30 @@ import json
 from pathlib import Path
 from typing import Any
 
+import structlog
+
+from beyondagent_core.errors import RunError
 from beyondagent_core.plugins import PluginManager
 from beyondagent_core.spec import Spec
+
+log = structlog.get_logger("beyondagent.rundir")
 
 
 def run_dir_of(spec: Spec) -> Path:
     return Path(spec.run.output_dir) / spec.run.name
 
 
-def create_run_dir(spec: Spec, manager: PluginManager) -> Path:
+def create_run_dir(spec: Spec, manager: PluginManager, *, resume: bool = False) -> Path:
+    """Create the run directory (a second run of the same name shares it, and its explore cache).
+
+    With `resume` the directory must exist: the backend continues what it holds.
+    """
     run_dir = run_dir_of(spec)
+    if resume:
+        if not run_dir.is_dir():
+            raise RunError(f"nothing to resume: {run_dir} does not exist",
+                           where=f"{spec.path}, keys run.output_dir and run.name",
+                           hint="run without --resume to start, or point run.name at the run to continue")
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.resolved.yaml").write_text(spec.redacted_yaml(), encoding="utf-8")
     (run_dir / "plugins.json").write_text(

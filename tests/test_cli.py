@@ -93,8 +93,9 @@ def test_plugins_json_shape(cli, make_dist) -> None:
     assert by_name["builtin"] == {
         "name": "builtin", "distribution": "beyondagent", "version": "0.1.0",
         "entry_point": "beyondagent_core.builtin", "status": "ok", "error": None,
-        "hooks": ["beyondagent_backends", "beyondagent_task_sources"],
-        "provides": {"task_source": ["jsonl", "parquet"], "backend": ["export"]}, "conflicts": {},
+        "hooks": ["beyondagent_backends", "beyondagent_task_sources", "beyondagent_workflows"],
+        "provides": {"task_source": ["jsonl", "parquet"], "workflow": ["react"], "backend": ["export"]},
+        "conflicts": {},
     }
     assert by_name["mixers"]["provides"] == {"mixer": ["original", "synthetic", "ratio"]}
     assert by_name["keep"]["version"] == "0.7.1" and by_name["keep"]["provides"] == {"mixer": ["keep"]}

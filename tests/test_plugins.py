@@ -194,7 +194,7 @@ def test_builtin_is_always_there(dists: Path) -> None:
         record = PluginManager(switches).load().records["builtin"]
         assert record.status == "ok"
         assert record.provider == f"beyondagent {__version__} (builtin)" == "beyondagent 0.1.0 (builtin)"
-        assert record.provides == {"task_source": ["jsonl", "parquet"], "backend": ["export"]}
+        assert record.provides == {"task_source": ["jsonl", "parquet"], "workflow": ["react"], "backend": ["export"]}
 
 
 def test_the_same_entry_point_from_two_distributions_keeps_the_first(make_dist, site: Path,

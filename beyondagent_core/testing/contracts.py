@@ -11,20 +11,25 @@
 `implementation` is the spec block selecting the component (as it would appear in a spec);
 the suite builds it through the registry, so the registration, the config class and the
 factory are all exercised. Inline plugins can be registered in an autouse fixture with
-`register_plugin`.
+`register_plugin`. `EnvContract` also needs the fixture `tasks`: a few tasks to reset on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from beyondagent_core.envs.local import LocalAsyncEnv
 from beyondagent_core.jsonl import BadRecords
+from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import select_component
-from beyondagent_core.types import Task
+from beyondagent_core.types import Reward, Task
 
 
 class _Contract:
@@ -36,8 +41,12 @@ class _Contract:
 
     @pytest.fixture
     def component(self, plugin_manager: Any, implementation: dict[str, Any]) -> Any:
-        registry = Registry(plugin_manager)
-        return select_component(registry, self.kind, dict(implementation), key_path="implementation").create()
+        return _build(plugin_manager, self.kind, implementation)
+
+
+def _build(plugin_manager: Any, kind: str, implementation: dict[str, Any]) -> Any:
+    registry = Registry(plugin_manager)
+    return select_component(registry, kind, dict(implementation), key_path="implementation").create()
 
 
 class TaskSourceContract(_Contract):
@@ -113,3 +122,96 @@ class MixerContract(_Contract):
     def test_handles_empty_inputs(self, component, original) -> None:
         assert component.mix([], [], epoch=0, seed=0) == []
         assert all(task.origin == "original" for task in component.mix(original, [], epoch=0, seed=0))
+
+
+GARBAGE_ACTION: Message = {"role": "assistant", "content": "%%% qwxz 0xDEAD ~~ not an answer ~~ @@@"}
+
+
+def _assert_messages(messages: Any, what: str) -> None:
+    assert isinstance(messages, list) and messages, f"{what} must be a non-empty list of messages"
+    for message in messages:
+        assert isinstance(message, dict), f"{what}: a message must be a dict, got {type(message).__name__}"
+        assert isinstance(message.get("role"), str), f"{what}: a message needs a string role"
+        assert isinstance(message.get("content"), str), f"{what}: a message content must be a string"
+
+
+class EnvContract(_Contract):
+    """What every environment must do.
+
+    Besides `implementation`, give the fixture `tasks`: a few tasks the env can reset on.
+    Every env the suite builds is closed when the test ends.
+    """
+
+    kind = "env"
+
+    @pytest.fixture
+    def tasks(self) -> list[Task]:
+        raise pytest.UsageError(f"{type(self).__name__} must define the fixture `tasks`")
+
+    @pytest.fixture
+    def make_env(self, plugin_manager: Any, implementation: dict[str, Any]) -> Iterator[Callable[[], Any]]:
+        made: list[Any] = []
+
+        def make() -> Any:
+            made.append(_build(plugin_manager, self.kind, implementation))
+            return made[-1]
+
+        yield make
+        for env in made:
+            env.close()
+
+    def test_reset_returns_messages_with_string_contents(self, make_env, tasks) -> None:
+        env = make_env()
+        for task in tasks:
+            reset = env.reset(task)
+            assert isinstance(reset, EnvReset), f"reset() returned {type(reset).__name__}, not EnvReset"
+            _assert_messages(reset.messages, f"reset({task.task_id!r}).messages")
+            assert isinstance(reset.info, dict)
+
+    def test_a_garbage_action_gets_an_observation_not_an_exception(self, make_env, tasks) -> None:
+        env = make_env()
+        for task in tasks:
+            env.reset(task)
+            step = env.step(dict(GARBAGE_ACTION))
+            assert isinstance(step, EnvStep), f"step() returned {type(step).__name__}, not EnvStep"
+            _assert_messages(step.observation, "step().observation")
+            assert isinstance(step.reward, (int, float)) and not isinstance(step.reward, bool)
+            assert math.isfinite(step.reward)
+            assert isinstance(step.terminated, bool)
+            assert isinstance(step.info, dict)
+
+    def test_evaluate_returns_a_reward_with_a_float_score(self, make_env, tasks) -> None:
+        env = make_env()
+        for task in tasks:
+            env.reset(task)
+            env.step(dict(GARBAGE_ACTION))
+            reward = env.evaluate()
+            assert isinstance(reward, Reward), f"evaluate() returned {type(reward).__name__}, not Reward"
+            assert isinstance(reward.score, float) and math.isfinite(reward.score)
+            assert isinstance(reward.success, bool)
+
+    def test_close_can_be_called_twice(self, make_env, tasks) -> None:
+        env = make_env()
+        env.reset(tasks[0])
+        env.close()
+        env.close()
+
+    def test_the_same_task_resets_to_the_same_observation(self, make_env, tasks) -> None:
+        env, fresh = make_env(), make_env()
+        for task in tasks:
+            first = env.reset(task).messages
+            env.step(dict(GARBAGE_ACTION))
+            assert env.reset(task).messages == first, "resetting to the same task again showed something else"
+            assert fresh.reset(task).messages == first, "a second instance reset the task differently"
+
+    def test_runs_through_local_async_env(self, make_env, tasks) -> None:
+        async def episode() -> tuple[EnvReset, EnvStep, Reward]:
+            async with LocalAsyncEnv(make_env()) as env:
+                reset = await env.reset(tasks[0])
+                step = await env.step(dict(GARBAGE_ACTION))
+                return reset, step, await env.evaluate()
+
+        reset, step, reward = asyncio.run(episode())
+        _assert_messages(reset.messages, "reset().messages")
+        _assert_messages(step.observation, "step().observation")
+        assert isinstance(reward.score, float)

@@ -1,0 +1,1 @@
+"""The workflow runtime every backend shares: episodes, the react workflow, token sequences."""

@@ -1,0 +1,43 @@
+"""The names of the metrics the trainer writes to `metrics.jsonl`, in one place.
+
+The trainer writes them, `metrics_log` stores them, `report` draws them: all three import
+these constants so a renamed metric cannot silently drop out of the report.
+"""
+
+from __future__ import annotations
+
+# Rollouts of the training step (means over the step's episodes).
+TRAIN_REWARD_MEAN = "train/reward_mean"
+TRAIN_REWARD_STD = "train/reward_std"
+TRAIN_SUCCESS_RATE = "train/success_rate"
+TRAIN_RESPONSE_LENGTH = "train/response_length"  # mean generated tokens per episode
+TRAIN_TURNS = "train/turns"  # mean turns per episode
+
+# The policy update.
+ACTOR_KL = "actor/kl"
+ACTOR_CLIP_FRACTION = "actor/clip_fraction"
+ACTOR_ENTROPY = "actor/entropy"
+ACTOR_GRAD_NORM = "actor/grad_norm"
+ACTOR_PG_LOSS = "actor/pg_loss"
+ACTOR_LR = "actor/lr"
+
+# Throughput.
+PERF_TOKENS_PER_S = "perf/tokens_per_s"
+PERF_STEP_TIME_S = "perf/step_time_s"
+
+EPOCH = "epoch"
+
+# Only on evaluation steps.
+VAL_PASS_AT_1 = "val/pass@1"
+VAL_REWARD_MEAN = "val/reward_mean"
+
+# Keys every metrics.jsonl line has, written by `MetricsLog.write` itself.
+STEP = "step"
+TIME = "time"
+RESERVED = (STEP, TIME)
+
+ALL = (
+    TRAIN_REWARD_MEAN, TRAIN_REWARD_STD, TRAIN_SUCCESS_RATE, TRAIN_RESPONSE_LENGTH, TRAIN_TURNS,
+    ACTOR_KL, ACTOR_CLIP_FRACTION, ACTOR_ENTROPY, ACTOR_GRAD_NORM, ACTOR_PG_LOSS, ACTOR_LR,
+    PERF_TOKENS_PER_S, PERF_STEP_TIME_S, EPOCH, VAL_PASS_AT_1, VAL_REWARD_MEAN,
+)

@@ -1,0 +1,191 @@
+"""A training run's metrics and sample episodes, on disk: `metrics.jsonl`, `samples.jsonl`, TensorBoard.
+
+`MetricsLog.write(step, metrics)` appends one JSON line per step to `<run_dir>/metrics.jsonl`
+(fsynced, so a killed run keeps every finished step) and, when TensorBoard is wanted, the same
+scalars to `<run_dir>/tensorboard/`. Values that are not finite numbers never reach TensorBoard;
+in JSON, NaN and infinities are written as null. `write_samples` keeps a few whole episodes per
+step in `<run_dir>/samples.jsonl` for the report. `read_metrics` / `read_samples` read them back
+and tolerate a truncated last line.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import numbers
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import structlog
+
+from beyondagent_core.errors import BeyondAgentError
+from beyondagent_core.jsonl import append_jsonl
+from beyondagent_core.types import Trajectory
+from beyondagent_plugin_torch import metric_names
+
+log = structlog.get_logger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+
+
+class MetricsLog:
+    """Appends a run's per-step metrics and sample episodes to its run directory.
+
+    `tensorboard`: None writes TensorBoard event files when the `tensorboard` package is
+    installed; True requires it (a `BeyondAgentError` saying how to install it otherwise);
+    False never writes them.
+    """
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = self.run_dir / METRICS_FILE
+        self.samples_path = self.run_dir / SAMPLES_FILE
+        self._writer = _open_summary_writer(self.run_dir / TENSORBOARD_DIR, tensorboard)
+
+    @property
+    def tensorboard(self) -> bool:
+        """Whether scalars are also going to TensorBoard."""
+        return self._writer is not None
+
+    def write(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Append `{"step": step, "time": <unix time>, **metrics}` and log the finite scalars."""
+        reserved = sorted(set(metrics) & set(metric_names.RESERVED))
+        if reserved:
+            raise ValueError(f"metric names {reserved} are reserved: MetricsLog.write adds them itself")
+        record: dict[str, Any] = {metric_names.STEP: int(step), metric_names.TIME: time.time()}
+        record.update({str(name): json_safe(value) for name, value in metrics.items()})
+        append_jsonl(self.metrics_path, [record])
+        if self._writer is not None:
+            for name, value in metrics.items():
+                scalar = finite_scalar(value)
+                if scalar is not None:
+                    self._writer.add_scalar(str(name), scalar, int(step))
+            self._writer.flush()
+
+    def write_samples(self, step: int, split: str, trajectories: Iterable[Trajectory]) -> None:
+        """Append one `{"step", "split", "trajectory"}` line per episode to `samples.jsonl`."""
+        records = [
+            {"step": int(step), "split": split, "trajectory": json_safe(trajectory.to_dict())}
+            for trajectory in trajectories
+        ]
+        if records:
+            append_jsonl(self.samples_path, records)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def finite_scalar(value: Any) -> float | None:
+    """`value` as a float if it is a finite real number (a one-element tensor counts), else None."""
+    if isinstance(value, str | bytes):
+        return None
+    if not isinstance(value, numbers.Real) and hasattr(value, "item"):
+        try:
+            value = value.item()  # torch / numpy scalars and one-element tensors
+        except (ValueError, RuntimeError, TypeError):
+            return None
+    if not isinstance(value, numbers.Real):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with NaN and infinities (anywhere inside) as None and tensor/numpy scalars as plain numbers."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return finite_scalar(value)
+    if hasattr(value, "item"):  # torch / numpy values
+        try:
+            return json_safe(value.item())
+        except (ValueError, RuntimeError, TypeError):
+            return json_safe(value.tolist()) if hasattr(value, "tolist") else str(value)
+    return value
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of `<run_dir>/metrics.jsonl` in file order ([] when there is none).
+
+    A truncated last line (a killed run) is dropped quietly; a malformed line elsewhere, or a
+    record without an integer `step`, is skipped with a warning.
+    """
+    return [record for record in _read_lines(Path(run_dir) / METRICS_FILE) if _has_step(record)]
+
+
+def read_samples(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of `<run_dir>/samples.jsonl` (see `read_metrics` for bad lines)."""
+    records = _read_lines(Path(run_dir) / SAMPLES_FILE)
+    return [record for record in records if _has_step(record) and isinstance(record.get("trajectory"), dict)]
+
+
+def _has_step(record: dict[str, Any]) -> bool:
+    step = record.get(metric_names.STEP)
+    return isinstance(step, int) and not isinstance(step, bool)
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number != len(lines):  # the last line of a killed run may be cut off: expected
+                log.warning("metrics.bad_line", where=f"{path}:{number}", reason=exc.msg)
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _open_summary_writer(log_dir: Path, wanted: bool | None) -> Any:
+    """A `SummaryWriter` on `log_dir`, or None when TensorBoard is off or (for None) not installed."""
+    if wanted is False:
+        return None
+    if importlib.util.find_spec("tensorboard") is None:
+        if wanted:
+            raise _tensorboard_missing()
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        if wanted:
+            raise _tensorboard_missing(str(exc)) from None
+        log.warning("metrics.tensorboard_unavailable", reason=str(exc))
+        return None
+    return SummaryWriter(log_dir=str(log_dir))
+
+
+def _tensorboard_missing(reason: str | None = None) -> BeyondAgentError:
+    detail = f" ({reason})" if reason else ""
+    return BeyondAgentError(
+        f"TensorBoard logging was asked for, but the tensorboard package cannot be imported{detail}",
+        hint="pip install 'beyondagent-plugin-torch[tensorboard]', or turn TensorBoard logging off",
+    )

@@ -79,7 +79,7 @@ def run_spec(plugin_manager: PluginManager, tmp_path: Path,
     monkeypatch.chdir(tmp_path)
 
     def run(spec: dict[str, Any] | str | Path, *overrides: str, dry_run: bool = False,
-            on_bad_record: str = "fail") -> SpecRun:
+            on_bad_record: str = "fail", resume: bool = False) -> SpecRun:
         if isinstance(spec, dict):
             spec = dict(spec)
             spec.setdefault("run", {}).setdefault("output_dir", str(tmp_path / "runs"))
@@ -91,6 +91,6 @@ def run_spec(plugin_manager: PluginManager, tmp_path: Path,
         run_dir = Path(session.spec.run.output_dir) / session.spec.run.name
         if dry_run:
             return SpecRun(run_dir=run_dir, plan=pipeline.plan(session, on_bad_record=on_bad_record))
-        return SpecRun(run_dir=run_dir, metrics=pipeline.run(session, on_bad_record=on_bad_record))
+        return SpecRun(run_dir=run_dir, metrics=pipeline.run(session, on_bad_record=on_bad_record, resume=resume))
 
     yield run

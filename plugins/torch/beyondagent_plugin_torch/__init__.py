@@ -1,1 +1,21 @@
-"""BeyondAgent's in-process GRPO backend (`torch`): any transformers causal LM, CPU or one GPU."""
+"""BeyondAgent's in-process GRPO backend (`torch`): any transformers causal LM, CPU or one GPU.
+
+`backend: {name: torch}` trains the policy at `model.path` (`tiny`: a small Qwen2 model built
+locally, for offline runs and tests) with GRPO as verl defines it. The factory is a lazy
+`"module:attr"` string, so torch and transformers are imported only when a run selects it.
+"""
+
+from __future__ import annotations
+
+from beyondagent_core import BackendSpec, hookimpl
+from beyondagent_plugin_torch.config import TorchConfig
+
+__all__ = ["TorchConfig", "beyondagent_backends"]
+
+
+@hookimpl
+def beyondagent_backends() -> list[BackendSpec]:
+    return [
+        BackendSpec(name="torch", factory="beyondagent_plugin_torch.trainer:TorchBackend", config_cls=TorchConfig,
+                    summary="GRPO in this process: batched multi-turn rollouts and updates, CPU or one GPU."),
+    ]

@@ -1,0 +1,97 @@
+"""Checkpoints: atomic, resumable, and loadable as a model.
+
+`checkpoints/step_000010/` holds `model/` (a Hugging Face checkpoint: `model.path` can point
+at it), `optimizer.pt` (optimizer and LR-scheduler state, RNG states) and `state.json` (the
+step to continue from and the spec it was trained with). A checkpoint is written to a
+temporary directory and renamed into place, so a run killed while saving leaves the previous
+checkpoint intact. `--resume` refuses a checkpoint whose spec differs in keys that matter,
+naming them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from beyondagent_core.errors import RunError
+
+CHECKPOINTS_DIR = "checkpoints"
+# Spec keys that may differ on resume (logging and how long/how often, not what is learned).
+VOLATILE_PREFIXES = ("logging", "run.output_dir", "plugins")
+
+
+@attrs.define
+class Checkpoint:
+    path: Path
+    step: int
+    spec: dict[str, Any]
+
+
+def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
+                    spec: dict[str, Any], keep: int) -> Path:
+    """Write the state after `step` steps; keeps the newest `keep` checkpoints."""
+    root = run_dir / CHECKPOINTS_DIR
+    final = root / f"step_{step:06d}"
+    staging = root / f".staging-step_{step:06d}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model.save_pretrained(staging / "model")
+    tokenizer.save_pretrained(staging / "model")
+    torch.save({
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "python_rng": random.getstate(),
+    }, staging / "optimizer.pt")
+    (staging / "state.json").write_text(json.dumps({"step": step, "spec": spec}, indent=2, default=str) + "\n")
+    if final.exists():
+        shutil.rmtree(final)
+    staging.rename(final)
+    for old in sorted(root.glob("step_*"))[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
+    for path in sorted((run_dir / CHECKPOINTS_DIR).glob("step_*"), reverse=True):
+        state = path / "state.json"
+        if state.is_file() and (path / "optimizer.pt").is_file():
+            data = json.loads(state.read_text())
+            return Checkpoint(path=path, step=int(data["step"]), spec=data["spec"])
+    return None
+
+
+def load_training_state(checkpoint: Checkpoint, *, optimizer: Any, scheduler: Any) -> None:
+    state = torch.load(checkpoint.path / "optimizer.pt", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+
+
+def check_resumable(checkpoint: Checkpoint, spec: dict[str, Any], *, backend_volatile: tuple[str, ...],
+                    spec_path: str) -> None:
+    """Refuse to resume when the spec changed in a way that matters; the error lists the keys."""
+    volatile = (*VOLATILE_PREFIXES, *(f"backend.{key}" for key in backend_volatile))
+    differences = [key for key in spec_differences(checkpoint.spec, spec)
+                   if not any(key == v or key.startswith(v + ".") for v in volatile)]
+    if differences:
+        shown = ", ".join(differences[:12]) + (" ..." if len(differences) > 12 else "")
+        raise RunError(f"cannot resume: the spec differs from the checkpoint's in {shown}",
+                       where=f"{spec_path} vs {checkpoint.path}/state.json",
+                       hint="restore those keys, or start a new run (another run.name) without --resume")
+
+
+def spec_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted key paths whose values differ between two nested dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(set(old) | set(new))
+        return [diff for key in keys
+                for diff in spec_differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else str(key))]
+    return [] if old == new else [prefix or "(root)"]

@@ -1,0 +1,184 @@
+"""The ChatScheduler: concurrent `llm.chat` calls from many episodes, one generation pass.
+
+Episodes run as asyncio tasks. Each model turn submits its prompt ids to the scheduler and
+waits; when every episode in flight is waiting (or the batch is full), the scheduler pads
+the prompts and samples all of them together in one KV-cached decoding loop, in a worker
+thread so env steps keep running. Batching in lockstep makes a rollout reproducible: the
+batches, and each episode's own random generator, do not depend on thread timing.
+
+Each row has its own temperature (0 = greedy), top-p and token limit; log-probs are those of
+the temperature-scaled distribution the token was drawn from, as training recomputes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+
+@attrs.frozen
+class Sampling:
+    """How one model turn is sampled: `temperature` 0 means greedy."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 64
+
+    def __attrs_post_init__(self) -> None:
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+
+@attrs.define
+class _Request:
+    order: tuple[int, int]
+    prompt_ids: list[int]
+    sampling: Sampling
+    max_new_tokens: int
+    generator: torch.Generator
+    future: asyncio.Future
+
+
+@attrs.define
+class GenerationStats:
+    requests: int = 0
+    batches: int = 0
+    generated_tokens: int = 0
+    seconds: float = 0.0
+
+
+class ChatScheduler:
+    """Batches generation requests from concurrent episodes (see the module docstring)."""
+
+    def __init__(self, model: Any, *, eos_token_ids: Sequence[int], pad_token_id: int,
+                 max_batch_size: int = 64):
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.eos_token_ids = torch.tensor(sorted(set(eos_token_ids)), device=self.device)
+        self.pad_token_id = pad_token_id
+        self.max_batch_size = max_batch_size
+        self.stats = GenerationStats()
+        self._active = 0
+        self._waiting: list[_Request] = []
+        self._busy = False
+
+    @contextlib.contextmanager
+    def episode(self) -> Iterator[None]:
+        """Count an episode as in flight: the scheduler waits for it before sampling a batch."""
+        self._active += 1
+        try:
+            yield
+        finally:
+            self._active -= 1
+            self._maybe_start_batch()
+
+    async def generate(self, order: tuple[int, int], prompt_ids: list[int], sampling: Sampling,
+                       max_new_tokens: int, generator: torch.Generator) -> tuple[list[int], list[float]]:
+        """Sample one turn for `prompt_ids`; returns the new token ids and their log-probs."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Request(order, prompt_ids, sampling, max_new_tokens, generator, future))
+        self._maybe_start_batch()
+        return await future
+
+    def _maybe_start_batch(self) -> None:
+        if self._busy or not self._waiting:
+            return
+        if len(self._waiting) < min(max(self._active, 1), self.max_batch_size):
+            return  # other episodes are still stepping their envs: wait to batch them too
+        self._waiting.sort(key=lambda request: request.order)
+        batch, self._waiting = self._waiting[: self.max_batch_size], self._waiting[self.max_batch_size:]
+        self._busy = True
+        asyncio.get_running_loop().create_task(self._run_batch(batch))
+
+    async def _run_batch(self, batch: list[_Request]) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            results = await asyncio.to_thread(self._sample, batch)
+        except Exception as exc:  # noqa: BLE001 - every waiting episode learns why
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_exception(exc)
+        else:
+            for request, result in zip(batch, results):
+                if not request.future.done():
+                    request.future.set_result(result)
+                self.stats.generated_tokens += len(result[0])
+        finally:
+            self.stats.requests += len(batch)
+            self.stats.batches += 1
+            self.stats.seconds += loop.time() - started
+            self._busy = False
+            self._maybe_start_batch()
+
+    @torch.inference_mode()
+    def _sample(self, batch: list[_Request]) -> list[tuple[list[int], list[float]]]:
+        device, size = self.device, len(batch)
+        width = max(len(request.prompt_ids) for request in batch)
+        input_ids = torch.full((size, width), self.pad_token_id, dtype=torch.long, device=device)
+        attention = torch.zeros((size, width), dtype=torch.long, device=device)
+        for row, request in enumerate(batch):  # left padding: every row ends where generation starts
+            input_ids[row, width - len(request.prompt_ids):] = torch.tensor(request.prompt_ids, device=device)
+            attention[row, width - len(request.prompt_ids):] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        temperature = torch.tensor([r.sampling.temperature for r in batch], device=device)
+        top_p = torch.tensor([r.sampling.top_p for r in batch], device=device)
+        limits = torch.tensor([r.max_new_tokens for r in batch], device=device)
+        generators = [request.generator for request in batch]
+
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        tokens: list[list[int]] = [[] for _ in batch]
+        logprobs: list[list[float]] = [[] for _ in batch]
+        done = torch.zeros(size, dtype=torch.bool, device=device)
+        last_position = positions[:, -1:]
+        for step in range(int(limits.max())):
+            next_tokens, next_logprobs = sample_next(out.logits[:, -1, :].float(), temperature, top_p, generators)
+            for row in (~done).nonzero().flatten().tolist():
+                tokens[row].append(int(next_tokens[row]))
+                logprobs[row].append(float(next_logprobs[row]))
+            done |= torch.isin(next_tokens, self.eos_token_ids) | (limits <= step + 1)
+            if bool(done.all()):
+                break
+            next_tokens = torch.where(done, torch.full_like(next_tokens, self.pad_token_id), next_tokens)
+            attention = torch.cat([attention, (~done).long()[:, None]], dim=1)
+            last_position = last_position + 1
+            out = self.model(input_ids=next_tokens[:, None], attention_mask=attention, position_ids=last_position,
+                             past_key_values=out.past_key_values, use_cache=True)
+        return list(zip(tokens, logprobs))
+
+
+def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
+                generators: Sequence[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row (greedy where temperature is 0) and its log-prob under logits / temperature."""
+    greedy = temperature == 0
+    scale = torch.where(greedy, torch.ones_like(temperature), temperature)
+    log_probs = torch.log_softmax(logits / scale[:, None], dim=-1)
+    probs = nucleus(log_probs.exp(), top_p)
+    chosen = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
+    for row, generator in enumerate(generators):
+        if bool(greedy[row]):
+            chosen[row] = torch.argmax(logits[row])
+        else:
+            # Drawn on the CPU with the episode's own generator: reproducible on any device.
+            chosen[row] = torch.multinomial(probs[row].cpu(), 1, generator=generator).to(logits.device)
+    return chosen, log_probs.gather(-1, chosen[:, None]).squeeze(-1)
+
+
+def nucleus(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
+    """Keep the smallest set of most likely tokens whose mass reaches `top_p` (per row)."""
+    if bool((top_p >= 1).all()):
+        return probs
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_probs.cumsum(-1) - sorted_probs
+    sorted_probs = torch.where(mass_before < top_p[:, None], sorted_probs, torch.zeros_like(sorted_probs))
+    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
+    return kept / kept.sum(-1, keepdim=True)

@@ -1,0 +1,60 @@
+"""Rollout: run a batch of episodes concurrently against the policy and collect their tokens.
+
+Every episode gets its own `PolicyChat` (its token sequence and random generator, seeded
+from the run seed, the step and the episode's index, so a resumed run samples the same
+episodes) and shares the ChatScheduler, which batches their turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+
+import attrs
+
+from beyondagent_core.runtime.episodes import EpisodeRunner
+from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
+from beyondagent_core.types import Task, Trajectory
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.policy_chat import PolicyChat
+
+
+@attrs.define
+class Episode:
+    """One finished episode: its GRPO group, the trajectory and the exact token sequence."""
+
+    group: int
+    trajectory: Trajectory
+    sequence: TokenSequence
+
+    @property
+    def score(self) -> float:
+        reward = self.trajectory.reward
+        return 0.0 if reward is None else float(reward.score)
+
+    @property
+    def trainable(self) -> bool:
+        return self.trajectory.error is None and self.sequence.generated_tokens > 0
+
+
+def episode_seed(*parts: object) -> int:
+    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, scheduler: ChatScheduler,
+                  template: ChatTemplate, sampling: Sampling, max_episode_tokens: int, max_concurrency: int,
+                  seed: tuple[object, ...]) -> list[Episode]:
+    """Run `(group, task)` jobs, at most `max_concurrency` at once; results keep the jobs' order."""
+    slots = asyncio.Semaphore(max_concurrency)
+
+    async def one(index: int, group: int, task: Task) -> Episode:
+        async with slots:
+            llm = PolicyChat(scheduler, template, sampling, episode=index, max_episode_tokens=max_episode_tokens,
+                             seed=episode_seed(*seed, index))
+            with scheduler.episode():
+                trajectory = await runner.run(task, llm)
+            return Episode(group=group, trajectory=trajectory, sequence=llm.sequence)
+
+    return list(await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs))))

@@ -1,0 +1,308 @@
+"""The torch backend's training loop: rollout, score, advantages, update, log, save.
+
+Each step takes the next `batch_size` tasks of the epoch's mix, runs each
+`algorithm.group_size` times through the workflow against the policy (episodes in flight
+together, their model turns batched), computes group-normalized advantages from the rewards,
+and updates the policy with GRPO's clipped loss. Validation runs on the val tasks every
+`eval_every` steps (and before the first and after the last step); checkpoints every
+`save_every` steps and at the end; `report.html` at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+import torch
+
+from beyondagent_core.context import RunContext, TrainingData
+from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.jsonl import append_jsonl, write_jsonl
+from beyondagent_core.runtime.tokens import ChatTemplate
+from beyondagent_core.types import Task
+from beyondagent_plugin_torch import grpo
+from beyondagent_plugin_torch.checkpoint import (
+    check_resumable,
+    latest_checkpoint,
+    load_training_state,
+    save_checkpoint,
+)
+from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.metrics_log import MetricsLog, read_metrics
+from beyondagent_plugin_torch.models import load_policy, resolve_device, resolve_dtype
+from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
+from beyondagent_plugin_torch.update import grpo_update, make_batch
+
+log = structlog.get_logger("beyondagent.torch")
+
+# What a fresh run moves aside when its run directory holds an earlier training.
+TRAINING_OUTPUTS = ("checkpoints", "metrics.jsonl", "samples.jsonl", "episode_errors.jsonl", "report.html",
+                    "tensorboard")
+
+
+class TorchBackend:
+    """`backend: {name: torch}`: GRPO in this process (see the module docstring)."""
+
+    def __init__(self, config: TorchConfig):
+        self.config = config
+
+    def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]:
+        return Trainer(self.config, data, run).fit()
+
+
+class Trainer:
+    def __init__(self, config: TorchConfig, data: TrainingData, run: RunContext):
+        spec = run.spec
+        check_algorithm(spec)
+        self.config, self.data, self.run, self.algorithm = config, data, run, spec.algorithm
+        self.runner = run.episode_runner()  # env, workflow and judge fail here, before the model loads
+        self.spec_snapshot = json.loads(json.dumps(spec.redacted(), default=str))
+        first_epoch = data.epoch_tasks(0)
+        if not first_epoch:
+            raise RunError("there are no training tasks", where=f"{spec.path}, key tasks.train",
+                           hint="check the task source and the mixture")
+        self.steps_per_epoch = math.ceil(len(first_epoch) / config.batch_size)
+        # `total_steps` (when set) is the run's length; the epochs then follow from it.
+        self.total_steps = config.total_steps or config.epochs * self.steps_per_epoch
+        self._epoch_cache: dict[int, list[Task]] = {0: first_epoch}
+
+        device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
+        dtype = resolve_dtype(spec.model.dtype, device, where=f"{spec.path}, key model.dtype")
+        self.model, self.tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device,
+                                                 dtype=dtype, where=f"{spec.path}, key model.path")
+        self.device, self.dtype = device, dtype
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        if context is not None and config.max_episode_tokens > context:
+            raise SpecError(f"backend.max_episode_tokens={config.max_episode_tokens} is longer than the model's "
+                            f"context ({context} positions)", where=f"{spec.path}, key backend.max_episode_tokens",
+                            hint=f"use at most {context}")
+        # A frozen copy of the starting policy for the KL loss; none (and no memory) when kl_coef is 0.
+        self.ref_model = None
+        if self.algorithm.kl_coef > 0:
+            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.template = ChatTemplate(self.tokenizer)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        warmup = config.warmup_steps
+        self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)) if warmup else 1.0)
+        self.start_step = self._resume_or_start_fresh()
+        self.scheduler = ChatScheduler(self.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
+                                       pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency)
+
+    # --- the loop -------------------------------------------------------------------------
+
+    def fit(self) -> dict[str, Any]:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        config, run = self.config, self.run
+        final: dict[str, Any] = {}
+        log.info("train.started", steps=self.total_steps, start=self.start_step, device=str(self.device),
+                 model=run.spec.model.path, tasks_per_epoch=len(self._epoch_cache[0]),
+                 group_size=self.algorithm.group_size)
+        with MetricsLog(run.run_dir, tensorboard=config.tensorboard) as metrics_log, Progress(
+            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"), transient=False,
+        ) as progress:
+            bar = progress.add_task("train", total=self.total_steps, completed=self.start_step, info="")
+            if self.start_step == 0 and self.data.val:
+                val = self.validate(0, metrics_log)
+                metrics_log.write(0, val)
+                final.update(val)
+            for step in range(self.start_step + 1, self.total_steps + 1):
+                metrics = self.train_step(step, metrics_log)
+                if self.data.val and (step == self.total_steps or (config.eval_every and step % config.eval_every == 0)):
+                    metrics.update(self.validate(step, metrics_log))
+                metrics_log.write(step, metrics)
+                self.run.step_finished(step, metrics)
+                final.update(metrics)
+                if step == self.total_steps or (config.save_every and step % config.save_every == 0):
+                    self.save(step)
+                progress.update(bar, completed=step, info=f"reward {metrics['train/reward_mean']:.3f}  "
+                                f"success {metrics['train/success_rate']:.2f}")
+        if config.report:
+            final["report"] = str(self.write_report())
+        final["steps"] = self.total_steps
+        return {key: value for key, value in final.items() if not key.startswith(("perf/", "rollout/"))}
+
+    def train_step(self, step: int, metrics_log: MetricsLog) -> dict[str, Any]:
+        started = time.perf_counter()
+        epoch, tasks = self.step_tasks(step)
+        jobs = [(group, task) for group, task in enumerate(tasks) for _ in range(self.algorithm.group_size)]
+        sampling = Sampling(self.config.temperature, self.config.top_p, self.config.max_new_tokens)
+        generated_before = self.scheduler.stats.generated_tokens
+        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step))
+        rollout_seconds = time.perf_counter() - started
+        generated = self.scheduler.stats.generated_tokens - generated_before
+        self.record_failures(step, episodes)
+
+        scores = torch.tensor([episode.score for episode in episodes], dtype=torch.float32)
+        advantages = grpo.group_advantages(scores, [episode.group for episode in episodes],
+                                           norm_by_std=self.algorithm.norm_adv_by_std)
+        trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
+        if not trainable:
+            first = next((e.trajectory.error for e in episodes if e.trajectory.error), "no tokens were generated")
+            raise RunError(f"step {step}: every episode failed, nothing to train on; first error: {first}",
+                           hint="run with -v; episode_errors.jsonl in the run directory has each failure")
+        self.model.train()
+        update_started = time.perf_counter()
+        batch = make_batch([episodes[i] for i in trainable], advantages[trainable],
+                           pad_token_id=self.tokenizer.pad_token_id, device=self.device)
+        generator = torch.Generator().manual_seed(episode_seed(self.run.info.seed, "minibatches", step))
+        actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
+                            config=self.config, temperature=self.config.temperature or 1.0, generator=generator)
+        self.lr_schedule.step()
+        self.model.eval()
+        update_seconds = time.perf_counter() - update_started
+        self.write_samples(metrics_log, step, "train", episodes)
+        step_seconds = time.perf_counter() - started
+        return {
+            "epoch": epoch,
+            **episode_metrics("train", episodes),
+            **actor,
+            "actor/lr": self.optimizer.param_groups[0]["lr"],
+            "perf/tokens_per_s": generated / max(rollout_seconds, 1e-9),
+            "perf/step_time_s": step_seconds,
+            "perf/rollout_s": rollout_seconds,
+            "perf/update_s": update_seconds,
+        }
+
+    def validate(self, step: int, metrics_log: MetricsLog) -> dict[str, float]:
+        """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0)."""
+        sampling = Sampling(self.config.val_temperature, self.config.top_p, self.config.max_new_tokens)
+        episodes = self.rollout(list(enumerate(self.data.val)), sampling, seed=(self.run.info.seed, "val", step))
+        self.write_samples(metrics_log, step, "val", episodes)
+        scores = [episode.score for episode in episodes]
+        val = {
+            "val/pass@1": statistics.fmean(float(e.trajectory.reward.success) if e.trajectory.reward else 0.0
+                                           for e in episodes),
+            "val/reward_mean": statistics.fmean(scores),
+        }
+        log.info("train.validated", step=step, **val)
+        return val
+
+    def rollout(self, jobs: list[tuple[int, Task]], sampling: Sampling, seed: tuple[object, ...]) -> list[Episode]:
+        return asyncio.run(rollout(
+            jobs, runner=self.runner, scheduler=self.scheduler, template=self.template, sampling=sampling,
+            max_episode_tokens=self.config.max_episode_tokens, max_concurrency=self.config.max_concurrency,
+            seed=seed))
+
+    def step_tasks(self, step: int) -> tuple[int, list[Task]]:
+        """The epoch and tasks of `step` (1-based): the data position follows from the step alone."""
+        epoch, index = divmod(step - 1, self.steps_per_epoch)
+        if epoch not in self._epoch_cache:
+            self._epoch_cache = {epoch: self.data.epoch_tasks(epoch)}
+        tasks = self._epoch_cache[epoch]
+        size = self.config.batch_size
+        return epoch, tasks[index * size:(index + 1) * size]
+
+    # --- outputs --------------------------------------------------------------------------
+
+    def record_failures(self, step: int, episodes: list[Episode]) -> None:
+        failed = [episode.trajectory for episode in episodes if episode.trajectory.error]
+        if not failed:
+            return
+        log.warning("train.episode_errors", step=step, failed=len(failed), episodes=len(episodes),
+                    first=failed[0].error)
+        append_jsonl(self.run.run_dir / "episode_errors.jsonl",
+                     [{"step": step, "trajectory": trajectory.to_dict()} for trajectory in failed])
+
+    def write_samples(self, metrics_log: MetricsLog, step: int, split: str, episodes: list[Episode]) -> None:
+        """A few episodes per step: the best and the worst first, then in order."""
+        count = self.config.samples_per_step
+        if not count or not episodes:
+            return
+        ranked = sorted(range(len(episodes)), key=lambda i: episodes[i].score)
+        picked = list(dict.fromkeys([ranked[-1], ranked[0], *range(len(episodes))]))[:count]
+        metrics_log.write_samples(step, split, [episodes[i].trajectory for i in sorted(picked)])
+
+    def save(self, step: int) -> None:
+        path = save_checkpoint(self.run.run_dir, step, model=self.model, tokenizer=self.tokenizer,
+                               optimizer=self.optimizer, scheduler=self.lr_schedule, spec=self.spec_snapshot,
+                               keep=self.config.keep_checkpoints)
+        log.info("train.checkpoint_saved", step=step, path=str(path))
+
+    def write_report(self) -> Path | None:
+        from beyondagent_plugin_torch.report import write_report
+
+        try:
+            path = write_report(self.run.run_dir, title=self.run.info.name)
+        except Exception:  # noqa: BLE001 - a plotting failure must not fail a finished run
+            log.error("train.report_failed", exc_info=True)
+            return None
+        log.info("train.report_written", path=str(path))
+        return path
+
+    # --- resume ---------------------------------------------------------------------------
+
+    def _resume_or_start_fresh(self) -> int:
+        run_dir = self.run.run_dir
+        if not self.run.resume:
+            archive_previous_training(run_dir)
+            return 0
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise RunError(f"nothing to resume: {run_dir} has no checkpoint", where=str(run_dir / "checkpoints"),
+                           hint="run without --resume to start, or set backend.save_every to save during a run")
+        check_resumable(checkpoint, self.spec_snapshot, backend_volatile=RESUMABLE_KEYS,
+                        spec_path=str(self.run.spec.path))
+        self.model, _ = load_policy(str(checkpoint.path / "model"), device=self.device, dtype=self.dtype,
+                                    where=f"checkpoint {checkpoint.path}")
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
+                                           weight_decay=self.config.weight_decay)
+        self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_schedule.lr_lambdas[0])
+        load_training_state(checkpoint, optimizer=self.optimizer, scheduler=self.lr_schedule)
+        # Steps after the checkpoint that a killed run had logged are run again: drop their lines.
+        kept = [record for record in read_metrics(run_dir) if record["step"] <= checkpoint.step]
+        write_jsonl(run_dir / "metrics.jsonl", kept)
+        log.info("train.resumed", step=checkpoint.step, checkpoint=str(checkpoint.path))
+        return checkpoint.step
+
+
+def archive_previous_training(run_dir: Path) -> None:
+    """Move an earlier training's outputs into `previous/<time>/`: a new run never deletes them."""
+    found = [run_dir / name for name in TRAINING_OUTPUTS if (run_dir / name).exists()]
+    if not found:
+        return
+    target = run_dir / "previous" / time.strftime("%Y%m%d-%H%M%S")
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = target.with_name(f"{target.name.split('.')[0]}.{suffix}")
+    target.mkdir(parents=True)
+    for path in found:
+        shutil.move(str(path), target / path.name)
+    log.info("train.previous_run_moved", to=str(target))
+
+
+def stop_token_ids(model: Any, tokenizer: Any, template: ChatTemplate) -> list[int]:
+    """Where a model turn ends: the eos token(s) and the chat template's end-of-turn token."""
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    ids.update(configured if isinstance(configured, list) else [configured])
+    suffix = template.turn_suffix_ids
+    if suffix and suffix[0] in set(tokenizer.all_special_ids):
+        ids.add(suffix[0])
+    return sorted(i for i in ids if i is not None)
+
+
+def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
+    scores = [episode.score for episode in episodes]
+    trajectories = [episode.trajectory for episode in episodes]
+    return {
+        f"{split}/reward_mean": statistics.fmean(scores),
+        f"{split}/reward_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
+        f"{split}/success_rate": statistics.fmean(float(t.reward.success) if t.reward else 0.0 for t in trajectories),
+        f"{split}/response_length": statistics.fmean(e.sequence.generated_tokens for e in episodes),
+        f"{split}/turns": statistics.fmean(e.sequence.model_turns for e in episodes),
+        f"{split}/episode_errors": float(sum(1 for t in trajectories if t.error)),
+        f"{split}/truncated": statistics.fmean(float(bool(t.metrics.get("truncated"))) for t in trajectories),
+    }

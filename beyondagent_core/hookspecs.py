@@ -88,7 +88,7 @@ def beyondagent_envs() -> list[EnvSpec]:
 
         @hookimpl
         def beyondagent_envs():
-            return [EnvSpec(name="frozenlake", factory="beyondagent_plugin_gym.envs:FrozenLake",
+            return [EnvSpec(name="frozenlake", factory="beyondagent_plugin_gym.frozenlake:FrozenLake",
                             config_cls=FrozenLakeConfig, summary="gymnasium FrozenLake as text.")]
     """
 

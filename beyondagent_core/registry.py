@@ -21,7 +21,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     "beyondagent-plugin-mixers": {"mixer": ("original", "synthetic", "ratio")},
     "beyondagent-plugin-torch": {"backend": ("torch",)},
     "beyondagent-plugin-verl": {"backend": ("verl",)},
-    "beyondagent-plugin-gym": {"env": ("frozenlake", "taxi", "cliffwalking"), "task_source": ("gym",)},
+    "beyondagent-plugin-gym": {"env": ("frozenlake", "taxi", "cliffwalking"), "task_source": ("gym_tasks",)},
     "beyondagent-plugin-appworld": {"env": ("appworld",), "task_source": ("appworld",)},
     "beyondagent-plugin-math": {"task_source": ("arithmetic", "gsm8k", "math"), "reward": ("math",)},
     "beyondagent-plugin-random-explorer": {"explorer": ("random",)},

@@ -1,0 +1,112 @@
+"""Config classes of the gym envs and the `gym_tasks` source, and the checks of their values.
+
+Kept free of gymnasium so the registry can read them without importing it. The spec loader
+checks key names and types; the factories call the `check_*` functions, whose ValueError
+the core turns into a spec error naming the block.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import attrs
+
+from beyondagent_plugin_gym.seeds import SPLIT_SIZE, SPLITS
+
+GAMES: tuple[str, ...] = ("frozenlake", "taxi", "cliffwalking")
+
+
+@attrs.define
+class FrozenLakeConfig:
+    """`frozenlake`: the map of a task without `metadata.map` is `generate_random_map(size, p, seed)`.
+
+    `p` is the probability that a tile is frozen (the rest are holes). With `is_slippery` the
+    player moves in the chosen direction only a third of the time (gymnasium's dynamics).
+    A task's own `metadata` (map, size, p, is_slippery) wins over these defaults.
+    """
+
+    size: int = 4
+    p: float = 0.8
+    is_slippery: bool = False
+    max_steps: int = 20
+    invalid_action_reward: float = 0.0
+    tasks_per_split: int = 100
+
+
+@attrs.define
+class TaxiConfig:
+    """`taxi`: a task's seed (or its recorded `metadata.state`) fixes the taxi, passenger and destination."""
+
+    max_steps: int = 40
+    invalid_action_reward: float = 0.0
+    tasks_per_split: int = 100
+
+
+@attrs.define
+class CliffWalkingConfig:
+    """`cliffwalking`: one fixed 4x12 map; a seed matters only when `is_slippery` is true."""
+
+    is_slippery: bool = False
+    max_steps: int = 30
+    invalid_action_reward: float = 0.0
+    tasks_per_split: int = 100
+
+
+@attrs.define
+class GymTasksConfig:
+    """`gym_tasks`: `count` tasks of `env` from the seed range of `split`, from index `start` on.
+
+    `size` and `p` shape FrozenLake maps; `is_slippery` applies to frozenlake and cliffwalking;
+    taxi uses neither.
+    """
+
+    env: str = "frozenlake"
+    split: str = "train"
+    count: int = 100
+    start: int = 0
+    size: int = 4
+    p: float = 0.8
+    is_slippery: bool = False
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+
+def check_episode_config(config: Any) -> None:
+    """The keys every env has: max_steps, invalid_action_reward, tasks_per_split."""
+    if config.max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {config.max_steps!r}")
+    if not math.isfinite(config.invalid_action_reward):
+        raise ValueError(f"invalid_action_reward must be a finite number, got {config.invalid_action_reward!r}")
+    if not 1 <= config.tasks_per_split <= SPLIT_SIZE:
+        raise ValueError(f"tasks_per_split must be between 1 and {SPLIT_SIZE}, got {config.tasks_per_split!r}")
+
+
+def check_map_params(size: Any, p: Any, prefix: str = "") -> None:
+    """FrozenLake's map generator needs size >= 2 (start and goal apart) and 0 < p <= 1."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+        raise ValueError(f"{prefix}size must be an integer of at least 2, got {size!r}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
+        # p = 0 would make every tile a hole: the generator would never find a valid map.
+        raise ValueError(f"{prefix}p must be a number in (0, 1], got {p!r}")
+
+
+def check_frozenlake_config(config: FrozenLakeConfig) -> None:
+    check_episode_config(config)
+    check_map_params(config.size, config.p)
+
+
+def check_tasks_config(config: GymTasksConfig) -> None:
+    if config.env not in GAMES:
+        raise ValueError(f"env must be one of {', '.join(GAMES)}, got {config.env!r}")
+    if config.split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {config.split!r}")
+    if config.count < 1:
+        raise ValueError(f"count must be at least 1, got {config.count!r}")
+    if config.start < 0:
+        raise ValueError(f"start must be 0 or more, got {config.start!r}")
+    if config.start + config.count > SPLIT_SIZE:
+        raise ValueError(f"start + count must be at most {SPLIT_SIZE} (the seeds of one split), "
+                         f"got {config.start} + {config.count}")
+    check_map_params(config.size, config.p)

@@ -1,0 +1,126 @@
+"""Multi-turn token sequences with a real tokenizer (the tiny model's, built locally).
+
+The sequence must read exactly as the chat template renders the conversation, with the loss
+mask on the model's own ids only, and the rollout's live sequence must equal the replay of
+the saved trajectory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from beyondagent_core.runtime.tokens import ChatTemplate, ConversationRewritten, TokenSequence, episode_tokens
+from beyondagent_core.types import Turn
+from beyondagent_plugin_torch.models import load_policy, load_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("tiny")
+
+
+def model_turn(tokenizer, text: str, *, stopped: bool = True) -> Turn:
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    if stopped:
+        ids.append(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    return Turn(role="assistant", content=text, token_ids=ids, logprobs=[-0.5] * len(ids))
+
+
+def conversation(tokenizer) -> list[Turn]:
+    return [
+        Turn("system", "You are in a grid. Answer with left, right, up or down."),
+        Turn("user", "You are at row 0, column 0."),
+        model_turn(tokenizer, "right"),
+        Turn("user", "You are at row 0, column 1."),
+        model_turn(tokenizer, "Action: down"),
+        Turn("user", "Invalid action."),
+        Turn("user", "Try again: you are at row 0, column 1."),
+        model_turn(tokenizer, "down"),
+    ]
+
+
+def test_the_sequence_reads_as_the_chat_template_renders_it(tokenizer) -> None:
+    turns = conversation(tokenizer)
+    sequence = episode_tokens(turns, ChatTemplate(tokenizer))
+    messages = [{"role": t.role, "content": t.content} for t in turns]
+    rendered = tokenizer.apply_chat_template(messages, tokenize=False)
+    # The template closes the last assistant turn with "<|im_end|>\n"; the model stopped at <|im_end|>.
+    assert tokenizer.decode(sequence.input_ids) + "\n" == rendered
+    assert len(sequence.input_ids) == len(sequence.loss_mask) == len(sequence.logprobs)
+
+
+def test_the_mask_covers_exactly_the_model_ids(tokenizer) -> None:
+    turns = conversation(tokenizer)
+    sequence = episode_tokens(turns, ChatTemplate(tokenizer))
+    masked = [t for t, m in zip(sequence.input_ids, sequence.loss_mask) if m]
+    expected = [i for t in turns if t.token_ids for i in t.token_ids]
+    assert masked == expected
+    assert sequence.model_turns == 3 and sequence.generated_tokens == len(expected)
+    # Each model turn is one contiguous run of 1s, its recorded log-probs aligned with it.
+    runs = "".join(map(str, sequence.loss_mask)).split("0")
+    assert [len(r) for r in runs if r] == [len(t.token_ids) for t in turns if t.token_ids]
+    assert all(lp == -0.5 for lp, m in zip(sequence.logprobs, sequence.loss_mask) if m)
+    assert all(lp == 0.0 for lp, m in zip(sequence.logprobs, sequence.loss_mask) if not m)
+    # The prompt ends with the generation prompt and precedes the first model token.
+    assert tokenizer.decode(sequence.input_ids[: sequence.prompt_length]).endswith("<|im_start|>assistant\n")
+    assert sequence.loss_mask[sequence.prompt_length] == 1
+
+
+def test_model_output_is_never_retokenized(tokenizer) -> None:
+    # "right" + "down" sampled as two odd pieces: re-tokenizing the text would merge them.
+    odd = [tokenizer.convert_tokens_to_ids("r"), tokenizer.convert_tokens_to_ids("ight")]
+    odd = [i for i in odd if i is not None and i != tokenizer.unk_token_id]
+    if len(odd) != 2:
+        pytest.skip("the tiny vocabulary has no 'r' + 'ight' split")
+    turns = [Turn("user", "go"), Turn("assistant", "right", token_ids=odd, logprobs=[-1.0, -2.0])]
+    sequence = episode_tokens(turns, ChatTemplate(tokenizer))
+    assert [t for t, m in zip(sequence.input_ids, sequence.loss_mask) if m] == odd
+
+
+def test_a_turn_cut_at_its_token_limit_is_closed_by_the_template(tokenizer) -> None:
+    turns = [Turn("user", "go"), model_turn(tokenizer, "left left", stopped=False), Turn("user", "again"),
+             model_turn(tokenizer, "up")]
+    sequence = episode_tokens(turns, ChatTemplate(tokenizer))
+    text = tokenizer.decode(sequence.input_ids)
+    assert "left left<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\nup<|im_end|>" in text
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    closing = sequence.input_ids.index(im_end, sequence.prompt_length)
+    assert sequence.loss_mask[closing] == 0  # the template's, not the model's
+
+
+def test_a_rewritten_conversation_is_refused(tokenizer) -> None:
+    sequence = TokenSequence(ChatTemplate(tokenizer))
+    sequence.extend([{"role": "user", "content": "go"}])
+    sequence.add_generation(tokenizer.encode("left", add_special_tokens=False), None)
+    with pytest.raises(ConversationRewritten, match="changed after the model saw it"):
+        sequence.extend([{"role": "user", "content": "GO"}, {"role": "assistant", "content": "left"}])
+    with pytest.raises(ConversationRewritten, match="should be the model's reply"):
+        sequence.extend([{"role": "user", "content": "go"}, {"role": "user", "content": "left"}])
+
+
+def test_the_live_rollout_sequence_equals_the_replayed_trajectory(tokenizer) -> None:
+    from beyondagent_core.runtime.react import ReactWorkflow, ReactConfig
+    from beyondagent_core.envs.local import LocalAsyncEnv
+    from beyondagent_core.types import Task
+    from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+    from beyondagent_plugin_torch.policy_chat import PolicyChat
+    from conftest import WordGame, WordGameConfig
+
+    model, tokenizer = load_policy("tiny")
+    template = ChatTemplate(tokenizer)
+    scheduler = ChatScheduler(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
+
+    async def episode():
+        llm = PolicyChat(scheduler, template, Sampling(1.0, 1.0, 6), episode=0, max_episode_tokens=400, seed=1)
+        with scheduler.episode():
+            async with LocalAsyncEnv(WordGame(WordGameConfig(turns=3))) as env:
+                trajectory = await ReactWorkflow(ReactConfig(max_turns=3)).run(Task("t"), env, llm)
+        return llm.sequence, trajectory
+
+    live, trajectory = asyncio.run(episode())
+    replayed = episode_tokens(trajectory.turns, template)
+    assert live.model_turns == 3
+    assert (live.input_ids, live.loss_mask, live.logprobs) == (replayed.input_ids, replayed.loss_mask,
+                                                                replayed.logprobs)

@@ -14,6 +14,8 @@ plugins=()
 for dir in plugins/*/; do
   [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")
 done
+# torch's CPU build first: a plugin's plain `torch` requirement would otherwise pull CUDA wheels.
+python -c "import torch" 2>/dev/null || python -m pip install --quiet torch==2.13.0
 # The core first (so plugins' `beyondagent` requirement is this checkout), then every plugin.
 python -m pip install --quiet -e ".[test]"
 python -m pip install --quiet "${plugins[@]}"

@@ -14,6 +14,8 @@ for dir in "$ROOT"/plugins/*/; do
   "$PY" -m venv "$work/$name"
   venv="$work/$name/bin"
   "$venv/python" -m pip install --quiet "$ROOT"
+  # A plugin needing torch gets the CPU build first (a plain `torch` requirement pulls CUDA wheels).
+  if grep -q '"torch' "$dir/pyproject.toml"; then "$venv/python" -m pip install --quiet torch==2.13.0; fi
   "$venv/python" -m pip install --quiet "$dir"
   "$venv/beyondagent" plugins --json | "$venv/python" "$ROOT/scripts/check_plugin_listed.py" "$name" || failed=1
 done

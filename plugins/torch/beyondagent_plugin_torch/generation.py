@@ -70,6 +70,7 @@ class ChatScheduler:
         self._active = 0
         self._waiting: list[_Request] = []
         self._busy = False
+        self._check_pending = False
 
     @contextlib.contextmanager
     def episode(self) -> Iterator[None]:
@@ -90,6 +91,14 @@ class ChatScheduler:
         return await future
 
     def _maybe_start_batch(self) -> None:
+        # Decide on the next turn of the event loop, after the episodes that are ready to run
+        # (just started, or just back from an env step) have submitted their requests too.
+        if not self._check_pending:
+            self._check_pending = True
+            asyncio.get_running_loop().call_soon(self._start_batch_if_ready)
+
+    def _start_batch_if_ready(self) -> None:
+        self._check_pending = False
         if self._busy or not self._waiting:
             return
         if len(self._waiting) < min(max(self._active, 1), self.max_batch_size):

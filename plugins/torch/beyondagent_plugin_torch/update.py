@@ -58,12 +58,16 @@ def make_batch(episodes: Sequence[Episode], advantages: torch.Tensor, *, pad_tok
                       logprobs.to(device), advantages.to(device, torch.float32))
 
 
-def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *,
-                     with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,
+                     entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of each next token (and the entropy of its distribution) under `model`."""
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1, :].float()
     logprobs = grpo.log_probs_from_logits(logits, batch.input_ids[:, 1:], temperature=temperature)
-    entropy = grpo.entropy_from_logits(logits / temperature) if with_entropy else None
+    entropy = None
+    if with_entropy:
+        # Without an entropy bonus the entropy is only a metric: keep it out of the autograd graph.
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = grpo.entropy_from_logits(logits, temperature=temperature)
     return logprobs, entropy
 
 
@@ -87,6 +91,8 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
     params = [p for p in model.parameters() if p.requires_grad]
     mini_size = config.mini_batch_size or batch.size
     shuffle = config.ppo_epochs > 1 or mini_size < batch.size
+    # seq-mean-token-sum-norm divides by a length: the whole batch's, the same for every micro-batch.
+    horizon = float(batch.loss_mask.shape[1])
     totals = _Totals()
     mismatch = (batch.rollout_logprobs - old_logprobs).abs()
     finite = batch.loss_mask.bool() & torch.isfinite(mismatch)
@@ -96,24 +102,26 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
         order = torch.randperm(batch.size, generator=generator) if shuffle else torch.arange(batch.size)
         for mini in order.split(mini_size):
             normalizer = grpo.loss_normalizer(batch.loss_mask[mini], algorithm.loss_agg_mode)
+            scale = {"normalizer": normalizer, "loss_scale_factor": horizon}
             optimizer.zero_grad(set_to_none=True)
             for index in mini.split(micro):
                 part = batch.rows(index)
                 width = part.loss_mask.shape[1]
-                logprobs, entropy = forward_logprobs(model, part, temperature, with_entropy=True)
+                logprobs, entropy = forward_logprobs(model, part, temperature, with_entropy=True,
+                                                     entropy_grad=bool(algorithm.entropy_coeff))
                 policy = grpo.policy_loss(
                     old_logprobs[index, :width], logprobs, token_advantages[index, :width], part.loss_mask,
                     clip_ratio=algorithm.clip_ratio, clip_ratio_c=algorithm.clip_ratio_c,
-                    loss_agg_mode=algorithm.loss_agg_mode, normalizer=normalizer)
+                    loss_agg_mode=algorithm.loss_agg_mode, **scale)
                 loss = policy.loss
                 kl = None
                 if ref_logprobs is not None and algorithm.kl_coef > 0:
                     kl = grpo.kl_penalty(logprobs, ref_logprobs[index, :width], algorithm.kl_type)
                     loss = loss + algorithm.kl_coef * grpo.aggregate(kl, part.loss_mask, algorithm.loss_agg_mode,
-                                                                     normalizer=normalizer)
+                                                                     **scale)
                 if algorithm.entropy_coeff:
                     loss = loss - algorithm.entropy_coeff * grpo.aggregate(
-                        entropy, part.loss_mask, algorithm.loss_agg_mode, normalizer=normalizer)
+                        entropy, part.loss_mask, algorithm.loss_agg_mode, **scale)
                 loss.backward()
                 totals.add_micro(part.loss_mask, policy, entropy.detach(), None if kl is None else kl.detach())
             grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
@@ -156,7 +164,7 @@ class _Totals:
     def metrics(self) -> dict[str, float]:
         tokens = max(self.tokens, 1.0)
         metrics = {
-            "actor/pg_loss": self.pg_loss,
+            "actor/pg_loss": self.pg_loss / max(len(self.grad_norms), 1),
             "actor/clip_fraction": self.clip_fraction / tokens,
             "actor/dual_clip_fraction": self.dual_clip_fraction / tokens,
             "actor/entropy": self.entropy / tokens,

@@ -1,4 +1,4 @@
-"""Run a spec in this process with the test envs of conftest.py registered (for subprocess tests).
+"""Run a spec in this process with the envs of torch_test_envs.py registered (for subprocess tests).
 
     python run_spec_with_test_envs.py SPEC [--resume]
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest import TestEnvs  # noqa: E402
+from torch_test_envs import EnvsForTests  # noqa: E402
 
 from beyondagent_core import pipeline  # noqa: E402
 from beyondagent_core.plugins import PluginManager, Switches  # noqa: E402
@@ -21,7 +21,7 @@ from beyondagent_core.plugins import PluginManager, Switches  # noqa: E402
 def main(argv: list[str]) -> int:
     manager = PluginManager(Switches.from_environment())
     manager.load()
-    manager.register(TestEnvs(), name="torch-test-envs", distribution="tests", version="0")
+    manager.register(EnvsForTests(), name="torch-test-envs", distribution="tests", version="0")
     session = pipeline.prepare(argv[0], [a for a in argv[1:] if a != "--resume"], manager=manager)
     pipeline.run(session, resume="--resume" in argv)
     return 0

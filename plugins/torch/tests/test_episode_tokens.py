@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from beyondagent_plugin_torch.models import load_policy, load_tokenizer
 
 from beyondagent_core.runtime.tokens import ChatTemplate, ConversationRewritten, TokenSequence, episode_tokens
 from beyondagent_core.types import Turn
-from beyondagent_plugin_torch.models import load_policy, load_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +101,13 @@ def test_a_rewritten_conversation_is_refused(tokenizer) -> None:
 
 
 def test_the_live_rollout_sequence_equals_the_replayed_trajectory(tokenizer) -> None:
-    from beyondagent_core.runtime.react import ReactWorkflow, ReactConfig
-    from beyondagent_core.envs.local import LocalAsyncEnv
-    from beyondagent_core.types import Task
     from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
     from beyondagent_plugin_torch.policy_chat import PolicyChat
-    from conftest import WordGame, WordGameConfig
+    from torch_test_envs import WordGame, WordGameConfig
+
+    from beyondagent_core.envs.local import LocalAsyncEnv
+    from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow
+    from beyondagent_core.types import Task
 
     model, tokenizer = load_policy("tiny")
     template = ChatTemplate(tokenizer)

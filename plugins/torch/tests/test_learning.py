@@ -10,9 +10,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from conftest import word_game_spec
-
 from beyondagent_plugin_torch.metrics_log import read_metrics, read_samples
+from torch_test_envs import word_game_spec
 
 
 @pytest.mark.beyondagent_plugins("torch", "mixers")

@@ -1,0 +1,336 @@
+"""GRPO's math as small pure torch functions: advantages, log-probs, KL penalties, loss aggregation, policy loss.
+
+This mirrors `verl.trainer.ppo.core_algos` (verl 0.9.1) function by function, with the same names for the
+KL types and loss aggregation modes, and is tested against it: `tests/test_grpo_parity.py` runs verl in its
+own venv on random inputs and compares to 1e-6; `tests/test_grpo.py` checks hand-computed values.
+
+| here                                     | verl 0.9.1                                              |
+|------------------------------------------|---------------------------------------------------------|
+| `group_advantages`, `token_advantages`   | `core_algos.compute_grpo_outcome_advantage`             |
+| `log_probs_from_logits`                  | `verl.utils.torch_functional.logprobs_from_logits`      |
+| `entropy_from_logits`                    | `verl.utils.torch_functional.entropy_from_logits`       |
+| `kl_penalty`                             | `core_algos.kl_penalty`                                 |
+| `aggregate`                              | `core_algos.agg_loss`                                   |
+| `policy_loss`                            | `core_algos.compute_policy_loss_vanilla` ("vanilla")    |
+
+Shapes: B sequences, T response tokens, V vocabulary. Masks are 0/1 (bool, int or float) of shape [B, T].
+One deliberate difference: where verl divides by a count of zero (a batch with no response tokens) and gets
+NaN, `aggregate` returns 0, so an empty micro-batch cannot poison the weights.
+
+Only torch and the standard library are imported, so the parity script can load this file by path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+
+__all__ = [
+    "KL_PENALTIES",
+    "KL_TYPES",
+    "LOSS_AGGREGATORS",
+    "LOSS_AGG_MODES",
+    "PolicyLoss",
+    "aggregate",
+    "entropy_from_logits",
+    "group_advantages",
+    "kl_penalty",
+    "log_probs_from_logits",
+    "loss_normalizer",
+    "policy_loss",
+    "token_advantages",
+]
+
+Tensor = torch.Tensor
+
+
+# --------------------------------------------------------------------------------------------- advantages
+
+
+@torch.no_grad()
+def group_advantages(
+    scores: Tensor, group_ids: Sequence[Hashable], *, norm_by_std: bool = True, eps: float = 1e-6
+) -> Tensor:
+    """One advantage per rollout: its score relative to the other rollouts of the same task.
+
+    A_i = (r_i - mean_g) / (std_g + eps), where g is the group of rollout i and std is the unbiased
+    (n - 1) standard deviation; with `norm_by_std=False` (Dr. GRPO) A_i = r_i - mean_g. A group of
+    size 1 has no baseline: verl uses mean 0 and std 1 there, so its advantage is its raw score
+    (divided by 1 + eps). A group whose scores are all equal gets advantage 0.
+    """
+    if scores.dim() != 1 or scores.shape[0] != len(group_ids):
+        raise ValueError(f"scores must be 1-D with one entry per group id; got shape {tuple(scores.shape)} "
+                         f"and {len(group_ids)} group ids")
+    if not scores.is_floating_point():
+        scores = scores.to(torch.get_default_dtype())
+    positions: dict[Hashable, int] = {}
+    index = torch.tensor([positions.setdefault(g, len(positions)) for g in group_ids], device=scores.device)
+    zeros = scores.new_zeros(len(positions))
+    counts = zeros.index_add(0, index, torch.ones_like(scores))
+    mean = zeros.index_add(0, index, scores) / counts
+    squared_deviations = zeros.index_add(0, index, (scores - mean[index]).square())
+    std = (squared_deviations / (counts - 1).clamp(min=1)).sqrt()
+    alone = counts == 1
+    mean = torch.where(alone, 0.0, mean)
+    std = torch.where(alone, 1.0, std)
+    advantages = scores - mean[index]
+    if norm_by_std:
+        advantages = advantages / (std[index] + eps)
+    return advantages
+
+
+def token_advantages(advantages: Tensor, response_mask: Tensor) -> Tensor:
+    """Broadcast each sequence's advantage over its response tokens: A[b, t] = A[b] * mask[b, t]."""
+    return advantages.unsqueeze(-1) * response_mask
+
+
+# ------------------------------------------------------------------------------- log-probs and entropy
+
+
+def _row_for_math(row_logits: Tensor, temperature: float) -> Tensor:
+    """One sequence's logits [T, V], upcast from 16-bit floats (logsumexp is inaccurate there) and / temperature."""
+    if row_logits.dtype in (torch.float16, torch.bfloat16):
+        row_logits = row_logits.float()
+    return row_logits if temperature == 1.0 else row_logits / temperature
+
+
+def _check_temperature(temperature: float) -> None:
+    if not (temperature > 0 and math.isfinite(temperature)):
+        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
+
+
+def log_probs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
+    """Log-probability of each label token: log p(y_t) = z_t[y_t] / tau - logsumexp(z_t / tau).
+
+    `logits` [B, T, V], `labels` [B, T] -> [B, T]. Works one sequence at a time, so its temporaries are the
+    size of one sequence's [T, V] logits, never a full [B, T, V] log-softmax (under autograd, a scaled or upcast
+    row is kept for the backward pass). 16-bit logits are upcast row by row and give float32 log-probs.
+    """
+    _check_temperature(temperature)
+    rows = []
+    for row_logits, row_labels in zip(logits, labels):
+        row = _row_for_math(row_logits, temperature)
+        label_logits = row.gather(-1, row_labels.unsqueeze(-1)).squeeze(-1)
+        rows.append(label_logits - torch.logsumexp(row, dim=-1))
+    return torch.stack(rows)
+
+
+def entropy_from_logits(logits: Tensor, temperature: float = 1.0) -> Tensor:
+    """Entropy of each token's distribution: H = logsumexp(z) - sum_v softmax(z)_v * z_v, with z = logits / tau.
+
+    `logits` [B, T, V] -> [B, T], one sequence at a time like `log_probs_from_logits`.
+    """
+    _check_temperature(temperature)
+    rows = []
+    for row_logits in logits:
+        row = _row_for_math(row_logits, temperature)
+        rows.append(torch.logsumexp(row, dim=-1) - (torch.softmax(row, dim=-1) * row).sum(dim=-1))
+    return torch.stack(rows)
+
+
+# ------------------------------------------------------------------------------------------ KL penalties
+# Per-token estimators of KL(policy || reference) from sampled tokens (http://joschu.net/blog/kl-approx.html).
+
+
+def kl_k1(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    """k1, named "kl": log p - log p_ref. Unbiased, high variance, can be negative."""
+    return log_prob - ref_log_prob
+
+
+def kl_abs(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    """Named "abs": |log p - log p_ref|."""
+    return (log_prob - ref_log_prob).abs()
+
+
+def kl_mse(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    """k2, named "mse": 0.5 * (log p - log p_ref)^2."""
+    return 0.5 * (log_prob - ref_log_prob).square()
+
+
+def kl_low_var(log_prob: Tensor, ref_log_prob: Tensor) -> Tensor:
+    """k3, named "low_var_kl": exp(d) - d - 1 with d = clamp(log p_ref - log p, -20, 20), then clamped to [-10, 10].
+
+    Non-negative and low-variance; the clamps are verl's, for numerical stability (the gradient is zero
+    where the estimate exceeds 10).
+    """
+    log_ratio = (ref_log_prob - log_prob).clamp(min=-20.0, max=20.0)
+    return (log_ratio.exp() - log_ratio - 1).clamp(min=-10.0, max=10.0)
+
+
+KL_PENALTIES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "low_var_kl": kl_low_var,
+    "kl": kl_k1,
+    "mse": kl_mse,
+    "abs": kl_abs,
+}
+KL_TYPES: tuple[str, ...] = tuple(KL_PENALTIES)
+
+
+def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kind: str) -> Tensor:
+    """Per-token KL estimate [B, T] of the kind named as in verl's `kl_penalty` (one of `KL_TYPES`)."""
+    if kind not in KL_PENALTIES:
+        raise ValueError(f"unknown KL penalty type {kind!r}: use one of {', '.join(KL_TYPES)}")
+    return KL_PENALTIES[kind](log_prob, ref_log_prob)
+
+
+# ----------------------------------------------------------------------------------------- aggregation
+# `normalizer` makes gradient accumulation exact: when a mini-batch is split into micro-batches, pass the
+# mini-batch's count (valid tokens for token-mean, sequences for the seq-mean modes) to every micro-batch and
+# the micro-batch losses sum to the mini-batch loss. verl does the same through `agg_loss(batch_num_tokens=,
+# global_batch_size=)`. Without it the count is the batch's own.
+
+
+def _masked_sum(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """sum(values * mask); values outside the mask (even NaN) do not count."""
+    masked = torch.where(mask.bool(), values * mask, 0.0)
+    return masked.sum() if dim is None else masked.sum(dim=dim)
+
+
+def _masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """sum(values * mask) / (sum(mask) + 1e-8), as verl's `masked_mean` (used for metrics)."""
+    return _masked_sum(values, mask) / (mask.sum() + 1e-8)
+
+
+def _count(own_count: Tensor, normalizer: float | None) -> Tensor | float:
+    """The divisor: the caller's mini-batch count, else this batch's own (at least 1, so empty batches give 0)."""
+    if normalizer is None:
+        return own_count.clamp(min=1)
+    if not normalizer > 0:
+        raise ValueError(f"normalizer must be a positive count, got {normalizer!r}")
+    return normalizer
+
+
+def token_mean(values: Tensor, mask: Tensor, normalizer: float | None = None) -> Tensor:
+    """Mode "token-mean": sum_{b,t} v[b,t] m[b,t] / N, N = number of valid tokens (or `normalizer`)."""
+    return _masked_sum(values, mask) / _count(mask.sum(), normalizer)
+
+
+def seq_mean_token_sum(values: Tensor, mask: Tensor, normalizer: float | None = None) -> Tensor:
+    """Mode "seq-mean-token-sum": sum_b (sum_t v[b,t] m[b,t]) / S, S = sequences with tokens (or `normalizer`)."""
+    has_tokens = (mask.sum(dim=-1) > 0).to(values.dtype)
+    return _masked_sum(_masked_sum(values, mask, dim=-1), has_tokens) / _count(has_tokens.sum(), normalizer)
+
+
+def seq_mean_token_mean(values: Tensor, mask: Tensor, normalizer: float | None = None) -> Tensor:
+    """Mode "seq-mean-token-mean": sum_b (sum_t v[b,t] m[b,t] / (n_b + 1e-8)) / S, n_b = valid tokens of sequence b."""
+    tokens = mask.sum(dim=-1).to(values.dtype)
+    has_tokens = (tokens > 0).to(values.dtype)
+    per_sequence = _masked_sum(values, mask, dim=-1) / (tokens + 1e-8)
+    return _masked_sum(per_sequence, has_tokens) / _count(has_tokens.sum(), normalizer)
+
+
+def seq_mean_token_sum_norm(
+    values: Tensor, mask: Tensor, normalizer: float | None = None, loss_scale_factor: float | None = None
+) -> Tensor:
+    """Mode "seq-mean-token-sum-norm" (Dr. GRPO): seq-mean-token-sum / L, L = `loss_scale_factor` or padded T.
+
+    With micro-batches padded to different lengths, pass a constant `loss_scale_factor` (e.g. the maximum
+    response length) so every micro-batch divides by the same L.
+    """
+    horizon = mask.shape[-1] if loss_scale_factor is None else loss_scale_factor
+    return seq_mean_token_sum(values, mask, normalizer) / horizon
+
+
+LOSS_AGGREGATORS: dict[str, Callable[..., Tensor]] = {
+    "token-mean": token_mean,
+    "seq-mean-token-sum": seq_mean_token_sum,
+    "seq-mean-token-mean": seq_mean_token_mean,
+    "seq-mean-token-sum-norm": seq_mean_token_sum_norm,
+}
+LOSS_AGG_MODES: tuple[str, ...] = tuple(LOSS_AGGREGATORS)
+
+
+def _check_agg_mode(mode: str) -> None:
+    if mode not in LOSS_AGGREGATORS:
+        raise ValueError(f"unknown loss aggregation mode {mode!r}: use one of {', '.join(LOSS_AGG_MODES)}")
+
+
+def loss_normalizer(mask: Tensor, mode: str) -> float:
+    """The `normalizer` for micro-batches of the mini-batch whose mask is `mask`: its valid tokens for token-mean,
+    its sequences with at least one valid token for the seq-mean modes (what `aggregate` would count itself).
+
+    verl's trainer passes the mini-batch size (`ppo_mini_batch_size * n`) as its sequence count, which also
+    counts sequences without response tokens; the two agree whenever every sequence has one.
+    """
+    _check_agg_mode(mode)
+    count = mask.sum() if mode == "token-mean" else (mask.sum(dim=-1) > 0).sum()
+    return max(float(count), 1.0)
+
+
+def aggregate(
+    values: Tensor,
+    mask: Tensor,
+    mode: str,
+    *,
+    normalizer: float | None = None,
+    loss_scale_factor: float | None = None,
+) -> Tensor:
+    """Reduce per-token values [B, T] to a scalar the way verl's `agg_loss` does (mode one of `LOSS_AGG_MODES`).
+
+    `normalizer`: the mini-batch's count when this is one micro-batch of it (see above). `loss_scale_factor`:
+    the constant L of "seq-mean-token-sum-norm" (ignored by the other modes, as in verl).
+    """
+    _check_agg_mode(mode)
+    if mode == "seq-mean-token-sum-norm":
+        return seq_mean_token_sum_norm(values, mask, normalizer, loss_scale_factor)
+    return LOSS_AGGREGATORS[mode](values, mask, normalizer)
+
+
+# ----------------------------------------------------------------------------------------- policy loss
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLoss:
+    """The PPO-clip loss and its metrics (verl's names in brackets); the metrics are detached token means."""
+
+    loss: Tensor  # scalar to backpropagate [actor/pg_loss]
+    clip_fraction: Tensor  # share of tokens where the clipped ratio set the loss [actor/pg_clipfrac]
+    dual_clip_fraction: Tensor  # share of tokens with A < 0 capped by the dual clip [actor/pg_clipfrac_lower]
+    approx_kl: Tensor  # mean of log p_old - log p, KL(old || new) estimate [actor/ppo_kl]
+
+
+def policy_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | None = None,
+    clip_ratio_c: float = 3.0,
+    loss_agg_mode: str = "token-mean",
+    normalizer: float | None = None,
+    loss_scale_factor: float | None = None,
+) -> PolicyLoss:
+    """PPO's clipped surrogate with dual clip, per token, then aggregated (verl's "vanilla" policy loss).
+
+    r = exp(clamp(log p - log p_old, -20, 20)), eps_low / eps_high default to `clip_ratio`;
+    L = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)); where A < 0, L = min(L, -A c) with c = `clip_ratio_c`
+    (dual-clip PPO, https://arxiv.org/abs/1912.09729: a negative advantage cannot push by more than c).
+    """
+    if not clip_ratio_c > 1.0:
+        raise ValueError(f"clip_ratio_c (the dual-clip bound) must be greater than 1.0, got {clip_ratio_c}")
+    low = clip_ratio if clip_ratio_low is None else clip_ratio_low
+    high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+
+    log_ratio = (log_prob - old_log_prob).clamp(min=-20.0, max=20.0)
+    ratio = log_ratio.exp()
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - low, 1 + high)
+    clipped_loss = torch.maximum(unclipped, clipped)
+    dual_bound = -advantages * clip_ratio_c
+    negative = advantages < 0
+    per_token = torch.where(negative, torch.minimum(clipped_loss, dual_bound), clipped_loss)
+
+    with torch.no_grad():
+        clip_fraction = _masked_mean((clipped > unclipped).to(per_token.dtype), response_mask)
+        dual_clip_fraction = _masked_mean(((clipped_loss > dual_bound) & negative).to(per_token.dtype), response_mask)
+        approx_kl = _masked_mean(-log_ratio, response_mask)
+    loss = aggregate(per_token, response_mask, loss_agg_mode, normalizer=normalizer,
+                     loss_scale_factor=loss_scale_factor)
+    return PolicyLoss(loss=loss, clip_fraction=clip_fraction, dual_clip_fraction=dual_clip_fraction,
+                      approx_kl=approx_kl)

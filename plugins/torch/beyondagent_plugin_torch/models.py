@@ -1,0 +1,220 @@
+"""Loading the policy: device and dtype from the spec, a model and its tokenizer from `model.path`.
+
+`model.path` is `tiny` (the locally built test model, see `tiny.py`), a local checkpoint
+directory, or, on a machine with internet, a Hugging Face hub id. Every failure a user can cause
+(no CUDA, a bad dtype, a missing or broken checkpoint, a tokenizer without a chat template) is a
+`SpecError` that names the spec key; no transformers traceback reaches the user.
+
+torch and transformers are imported inside the functions: the CLI imports this plugin at start-up
+and must stay fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from beyondagent_core.errors import SpecError
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+TINY = "tiny"
+DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
+PATH_HINTS = {
+    "model": "set model.path to a local checkpoint directory, or `tiny` for the built-in test model; "
+             "on a machine with internet a Hugging Face hub id works",
+    "tokenizer": "set model.tokenizer to a local tokenizer directory (a hub id on a machine with internet), "
+                 "or leave it unset to use the model's own tokenizer",
+}
+
+
+def resolve_device(name: str, *, where: str = "backend.device") -> torch.device:
+    """`auto` (CUDA when available, else CPU), `cpu`, `cuda` or `cuda:N` as a `torch.device`."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    valid = "valid: auto, cpu, cuda, cuda:N"
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise SpecError(f"unknown device {name!r}; {valid}", where=where) from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise SpecError(f"unsupported device {name!r}; {valid}", where=where)
+    if not torch.cuda.is_available():
+        raise SpecError(f"CUDA requested ({name!r}) but not available: this torch build has no CUDA or "
+                        f"there is no GPU", where=where,
+                        hint="use device: cpu, or install a CUDA build of torch on a machine with a GPU")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise SpecError(f"CUDA device {name!r} does not exist: {torch.cuda.device_count()} GPU(s) visible",
+                        where=where, hint="use device: cuda (the first GPU) or a smaller index")
+    return device
+
+
+def resolve_dtype(name: str, device: torch.device, *, where: str = "backend.dtype") -> torch.dtype:
+    """`auto` (bfloat16 on a CUDA device that supports it, else float32), `float32`, `bfloat16`, `float16`."""
+    import torch
+
+    if name == "auto":
+        bf16_ok = device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+        return torch.bfloat16 if bf16_ok else torch.float32
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in dtypes:
+        raise SpecError(f"unknown dtype {name!r}; valid: {', '.join(DTYPE_NAMES)}", where=where)
+    if name == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise SpecError("bfloat16 requested but this GPU does not support it", where=where,
+                        hint="use dtype: float16 or float32 (or auto)")
+    return dtypes[name]
+
+
+def load_policy(
+    path: str,
+    *,
+    tokenizer: str | None = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | str = "auto",
+    where: str = "model.path",
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The causal LM at `path` on `device` in `dtype`, in eval mode, and its tokenizer (left padding).
+
+    `tokenizer` names a different tokenizer location; by default the checkpoint's own is used.
+    `where` is the spec key of `path`, for error messages (the tokenizer's is derived from it).
+    """
+    from transformers import AutoModelForCausalLM
+
+    device = resolve_device(device) if isinstance(device, str) else device
+    dtype = resolve_dtype(dtype, device) if isinstance(dtype, str) else dtype
+    # The tokenizer first: it is cheap, and a missing chat template should fail before a big load.
+    if tokenizer:
+        policy_tokenizer = load_tokenizer(tokenizer, where=_tokenizer_key(where), kind="tokenizer")
+    else:
+        policy_tokenizer = load_tokenizer(path, where=where)
+    checkpoint, local_only = locate_checkpoint(path, where=where)
+    try:
+        with quiet_progress_bars():
+            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, local_files_only=local_only)
+    except (OSError, ValueError) as error:
+        raise _load_error("model", path, where, error) from None
+    if model.generation_config is not None and model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = policy_tokenizer.pad_token_id
+    return model.to(device).eval(), policy_tokenizer
+
+
+def load_tokenizer(path_or_dir: str, *, where: str = "model.path", kind: str = "model") -> PreTrainedTokenizerBase:
+    """The tokenizer at `path_or_dir` (`tiny`, a directory or a hub id), ready for batched chat prompts.
+
+    Left padding (generation appends on the right; `padding_side` is not saved with a tokenizer,
+    so it is set here on every load), a pad token (the eos token when it has none), and a chat
+    template, which every prompt goes through. `kind` says whether `path_or_dir` was given as a
+    `model` path or a separate `tokenizer` path, for error messages.
+    """
+    from transformers import AutoTokenizer
+
+    checkpoint, local_only = locate_checkpoint(path_or_dir, where=where, kind=kind)
+    try:
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=local_only)
+    except (OSError, ValueError) as error:
+        raise _load_error("tokenizer", path_or_dir, where, error, kind=kind) from None
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise SpecError(f"the tokenizer at {path_or_dir!r} has neither a pad token nor an eos token",
+                            where=where, hint="use a chat checkpoint's tokenizer")
+        tokenizer.pad_token = tokenizer.eos_token
+    if not tokenizer.chat_template:
+        raise SpecError(f"the tokenizer at {path_or_dir!r} has no chat template", where=where,
+                        hint="use an instruct/chat checkpoint, or set model.tokenizer to a tokenizer "
+                             "that has a chat template")
+    return tokenizer
+
+
+def locate_checkpoint(path: str, *, where: str = "model.path", kind: str = "model") -> tuple[str, bool]:
+    """Where to load `path` from, and whether to stay off the network (`local_files_only`).
+
+    `tiny` builds the tiny model on first use; an existing local path is used as is; anything
+    else must look like a hub id (`org/name`), fetched from the hub unless it is offline (set
+    `HF_HUB_OFFLINE=1` on a machine without internet: the hub client otherwise retries for about
+    a minute before it gives up).
+    """
+    if path == TINY:
+        from beyondagent_plugin_torch.tiny import tiny_model_dir
+
+        return str(tiny_model_dir()), True
+    local = Path(path).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise SpecError(f"{kind} path {path!r} is a file, not a checkpoint directory", where=where,
+                            hint=PATH_HINTS[kind])
+        return str(local), True
+    if not _looks_like_hub_id(path):
+        raise SpecError(f"{kind} path {path!r} does not exist", where=where, hint=PATH_HINTS[kind])
+    # `local_files_only` still finds a hub id already in the Hugging Face cache.
+    return path, hub_offline()
+
+
+def hub_offline() -> bool:
+    """Whether the Hugging Face hub is off limits (`HF_HUB_OFFLINE` / `TRANSFORMERS_OFFLINE`).
+
+    Read from the environment on every call: huggingface_hub reads it once, at import.
+    """
+    import huggingface_hub
+
+    flags = (os.environ.get(var, "").strip().upper() for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(flag in {"1", "ON", "YES", "TRUE"} for flag in flags) or huggingface_hub.is_offline_mode()
+
+
+@contextlib.contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Hide transformers' per-file progress bars ("Loading weights") for a tiny or routine load."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def _load_error(loading: str, path: str, where: str, error: BaseException, *, kind: str = "model") -> SpecError:
+    """transformers' OSError/ValueError as a one-line SpecError (its messages run to many lines)."""
+    reason = _first_line(error)
+    if path == TINY or Path(path).expanduser().exists():
+        return SpecError(f"could not load the {loading} at {path!r}: {reason}", where=where,
+                         hint="the directory must be a transformers checkpoint (config.json, weights, "
+                              "tokenizer files), or use `tiny`")
+    return SpecError(f"{kind} path {path!r} does not exist here and could not be loaded as a hub id: {reason}",
+                     where=where, hint=PATH_HINTS[kind])
+
+
+def _looks_like_hub_id(path: str) -> bool:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if path.startswith((".", "/", "~")) or "\\" in path:
+        return False
+    try:
+        validate_repo_id(path)
+    except HFValidationError:
+        return False
+    return True
+
+
+def _tokenizer_key(where: str) -> str:
+    """`where` of the model path turned into that of the tokenizer: `... model.path` -> `... model.tokenizer`."""
+    if where.endswith(".path"):
+        return where.removesuffix(".path") + ".tokenizer"
+    return f"{where} (tokenizer)"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -1,0 +1,117 @@
+"""Bad input to the torch backend: clear errors naming the spec key, or a run that goes on.
+
+A missing model, CUDA on a CPU machine, a group of one, a prompt longer than the context:
+errors with the key to fix. A workflow that raises inside an episode, or an env returning a
+non-string observation: that episode scores 0 with an error record, and the step goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from beyondagent_plugin_torch.metrics_log import read_metrics
+from torch_test_envs import word_game_spec
+
+from beyondagent_core import WorkflowSpec, hookimpl
+from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.runtime.react import ReactWorkflow
+
+pytestmark = pytest.mark.beyondagent_plugins("torch", "mixers")
+
+
+def small_spec(tmp_path: Path, **backend) -> dict:
+    spec = word_game_spec(tmp_path, total_steps=1, **backend)
+    del spec["tasks"]["val"]
+    return spec
+
+
+def test_a_model_path_that_does_not_exist(tmp_path: Path) -> None:
+    pytest.importorskip("beyondagent_plugin_gym")  # the CLI needs an installed env plugin
+    spec = {
+        "run": {"name": "missing", "output_dir": str(tmp_path / "runs")},
+        "model": {"path": str(tmp_path / "no-such-model")},
+        "tasks": {"train": {"name": "gym_tasks", "env": "frozenlake", "count": 2, "size": 2}},
+        "env": {"name": "frozenlake"},
+        "mixture": {"name": "original"},
+        "backend": {"name": "torch", "device": "cpu"},
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(path)], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 2, proc.stderr
+    assert "does not exist" in proc.stderr and "model.path" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_cuda_on_a_machine_without_it(run_spec, test_envs, tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(SpecError, match="CUDA") as caught:
+        run_spec(small_spec(tmp_path, device="cuda"))
+    assert "backend.device" in str(caught.value)
+
+
+def test_a_group_of_one(run_spec, test_envs, tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="at least 2") as caught:
+        run_spec(small_spec(tmp_path), "algorithm.group_size=1")
+    assert "algorithm.group_size" in str(caught.value)
+
+
+def test_a_prompt_longer_than_the_context(run_spec, test_envs, tmp_path: Path) -> None:
+    with pytest.raises(RunError, match="longer than max_episode_tokens=8") as caught:
+        run_spec(small_spec(tmp_path, max_episode_tokens=8))
+    assert "every episode failed" in str(caught.value)
+    errors = (tmp_path / "runs" / "word" / "episode_errors.jsonl").read_text().splitlines()
+    assert len(errors) == 4 * 8  # each failed episode has its record
+
+
+def test_max_episode_tokens_beyond_the_model_context(run_spec, test_envs, tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="longer than the model's context") as caught:
+        run_spec(small_spec(tmp_path, max_episode_tokens=100_000))
+    assert "backend.max_episode_tokens" in str(caught.value)
+
+
+class FailsOnSomeTasks(ReactWorkflow):
+    async def run(self, task, env, llm):
+        if task.task_id in ("q0", "q1"):
+            raise RuntimeError(f"workflow bug on {task.task_id}")
+        return await super().run(task, env, llm)
+
+
+class FailingWorkflowPlugin:
+    @hookimpl
+    def beyondagent_workflows(self):
+        return [WorkflowSpec(name="fails_sometimes", factory=lambda config: FailsOnSomeTasks())]
+
+
+def test_a_workflow_raising_inside_an_episode(run_spec, test_envs, register_plugin, tmp_path: Path) -> None:
+    register_plugin(FailingWorkflowPlugin(), name="failing-workflow")
+    spec = small_spec(tmp_path, batch_size=8)
+    spec["workflow"] = {"name": "fails_sometimes"}
+    result = run_spec(spec)
+    [step] = read_metrics(result.run_dir)
+    assert step["train/episode_errors"] == 16  # two tasks x group of 8; the other 48 episodes trained
+    records = [json.loads(line) for line in (result.run_dir / "episode_errors.jsonl").read_text().splitlines()]
+    assert len(records) == 16
+    trajectory = records[0]["trajectory"]
+    assert trajectory["error"].startswith("RuntimeError: workflow bug on q")
+    assert trajectory["reward"]["score"] == 0.0
+    events = (result.run_dir / "events.jsonl").read_text()
+    assert '"train.episode_errors"' in events
+
+
+def test_an_env_returning_a_non_string_observation(run_spec, test_envs, tmp_path: Path) -> None:
+    spec = small_spec(tmp_path)
+    spec["env"] = {"name": "broken_observation", "turns": 2}
+    spec["workflow"] = {"name": "react", "max_turns": 2}
+    with pytest.raises(RunError, match="non-string observation"):
+        run_spec(spec)

@@ -1,0 +1,109 @@
+"""Checkpoints and `--resume`: a run killed between steps continues where it stopped.
+
+The run is started in a subprocess (tests/run_spec_with_test_envs.py), killed with SIGKILL as
+soon as its step-2 checkpoint exists, and resumed; its steps 3 and 4 must match those of the
+same run left alone. Rollouts are seeded per step and episode and batched in lockstep, so a
+resumed run samples the same episodes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from beyondagent_plugin_torch.metrics_log import read_metrics
+from torch_test_envs import word_game_spec
+
+from beyondagent_core.errors import RunError
+
+SCRIPT = Path(__file__).with_name("run_spec_with_test_envs.py")
+COMPARED = ("train/reward_mean", "train/response_length", "actor/pg_loss", "actor/grad_norm", "actor/entropy",
+            "actor/lr")
+
+
+def write_spec(tmp_path: Path, output_dir: str, **backend) -> Path:
+    spec = word_game_spec(tmp_path, **backend)
+    spec["run"]["output_dir"] = str(tmp_path / output_dir)
+    del spec["tasks"]["val"]
+    path = tmp_path / f"{output_dir}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def start(spec: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(SCRIPT), str(spec), *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def finish(process: subprocess.Popen) -> None:
+    _, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err[-3000:]
+
+
+def by_step(run_dir: Path) -> dict[int, dict]:
+    return {record["step"]: record for record in read_metrics(run_dir)}
+
+
+def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(tmp_path: Path) -> None:
+    settings = {"total_steps": 4, "save_every": 2}
+    finish(start(write_spec(tmp_path, "whole", **settings)))
+    whole = by_step(tmp_path / "whole" / "word")
+
+    spec = write_spec(tmp_path, "killed", **settings)
+    run_dir = tmp_path / "killed" / "word"
+    process = start(spec)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "step_000002" / "state.json").exists():
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint after 300 s"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (run_dir / "checkpoints" / "step_000004").exists(), "the run finished before it was killed"
+
+    finish(start(spec, "--resume"))
+    resumed = by_step(run_dir)
+    assert sorted(resumed) == [1, 2, 3, 4]
+    for step in (3, 4):
+        for key in COMPARED:
+            assert resumed[step][key] == pytest.approx(whole[step][key], rel=1e-4, abs=1e-6), (step, key)
+
+
+@pytest.mark.beyondagent_plugins("torch", "mixers")
+def test_resume_refuses_a_changed_spec_and_names_the_keys(run_spec, test_envs, tmp_path: Path) -> None:
+    spec = word_game_spec(tmp_path, total_steps=1)
+    del spec["tasks"]["val"]
+    run_spec(spec)
+    with pytest.raises(RunError) as caught:
+        run_spec(spec, "algorithm.clip_ratio=0.3", "backend.lr=0.1", "backend.total_steps=3", resume=True)
+    message = str(caught.value)
+    assert "algorithm.clip_ratio" in message and "backend.lr" in message
+    assert "total_steps" not in message  # how long a run is may change on resume
+    # Lengthening the run is a valid resume.
+    result = run_spec(spec, "backend.total_steps=2", resume=True)
+    assert [r["step"] for r in read_metrics(result.run_dir)] == [1, 2]
+
+
+@pytest.mark.beyondagent_plugins("torch", "mixers")
+def test_resume_without_a_checkpoint_says_so(run_spec, test_envs, tmp_path: Path) -> None:
+    spec = word_game_spec(tmp_path)
+    with pytest.raises(RunError, match="nothing to resume"):
+        run_spec(spec, resume=True)
+
+
+@pytest.mark.beyondagent_plugins("torch", "mixers")
+def test_a_fresh_run_moves_the_previous_training_aside(run_spec, test_envs, tmp_path: Path) -> None:
+    spec = word_game_spec(tmp_path, total_steps=1)
+    del spec["tasks"]["val"]
+    first = run_spec(spec)
+    run_spec(spec)
+    previous = list((first.run_dir / "previous").iterdir())
+    assert len(previous) == 1 and (previous[0] / "metrics.jsonl").is_file()
+    assert (previous[0] / "checkpoints" / "step_000001").is_dir()
+    assert [r["step"] for r in read_metrics(first.run_dir)] == [1]

@@ -182,13 +182,13 @@ def test_the_cli_imports_nothing_heavy(tmp_path: Path) -> None:
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
 
 
-def test_quickstart_dry_run(cli) -> None:
-    result = cli("run", "examples/quickstart.yaml", "--dry-run", cwd=ROOT)
+def test_mix_and_export_dry_run(cli) -> None:
+    result = cli("run", "examples/mix_and_export.yaml", "--dry-run", cwd=ROOT)
     assert result.code == 0, result.text
     assert "12 original + 6 synthetic" in result.out
     assert "original tasks: 12" in result.out
 
-    half = cli("run", "examples/quickstart.yaml", "mixture.synthetic_ratio=0.25", "--dry-run", cwd=ROOT)
+    half = cli("run", "examples/mix_and_export.yaml", "mixture.synthetic_ratio=0.25", "--dry-run", cwd=ROOT)
     assert half.code == 0, half.text
     assert "12 original + 3 synthetic" in half.out
 

@@ -1,0 +1,90 @@
+"""The GRPO update with the real tiny model: gradient accumulation, PPO epochs, KL, aggregation."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import attrs
+import pytest
+import torch
+from beyondagent_plugin_torch.config import TorchConfig
+from beyondagent_plugin_torch.metrics_log import read_metrics
+from beyondagent_plugin_torch.models import load_policy
+from beyondagent_plugin_torch.rollout import Episode
+from beyondagent_plugin_torch.update import grpo_update, make_batch
+from torch_test_envs import word_game_spec
+
+from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
+from beyondagent_core.spec import AlgorithmSection
+from beyondagent_core.types import Task, Trajectory
+
+
+def episodes_for(tokenizer, count: int) -> tuple[list[Episode], torch.Tensor]:
+    """Episodes of different lengths with model turns, as a rollout would leave them."""
+    template = ChatTemplate(tokenizer)
+    generator = torch.Generator().manual_seed(0)
+    episodes = []
+    for i in range(count):
+        sequence = TokenSequence(template)
+        sequence.extend([{"role": "user", "content": f"Which way? {i}" + " please" * (i % 3)}])
+        ids = torch.randint(3, len(tokenizer), (2 + i % 5,), generator=generator).tolist()
+        sequence.add_generation(ids, [-1.0] * len(ids))
+        episodes.append(Episode(group=i // 4, trajectory=Trajectory(task=Task(f"t{i}")), sequence=sequence))
+    advantages = torch.randn(count, generator=generator)
+    return episodes, advantages
+
+
+def updated_weights(model, batch, *, algorithm, config, ref=None) -> dict[str, torch.Tensor]:
+    model = copy.deepcopy(model).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    grpo_update(model, ref, optimizer, batch, algorithm=algorithm, config=config, temperature=1.0,
+                generator=torch.Generator().manual_seed(0))
+    return {name: p.detach().clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+                                  "seq-mean-token-sum-norm"])
+def test_micro_batches_accumulate_to_the_full_batch_gradient(mode: str) -> None:
+    model, tokenizer = load_policy("tiny")
+    episodes, advantages = episodes_for(tokenizer, 12)
+    batch = make_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    algorithm = AlgorithmSection(loss_agg_mode=mode, kl_coef=0.0)
+    whole = updated_weights(model, batch, algorithm=algorithm, config=TorchConfig(micro_batch_size=12))
+    split = updated_weights(model, batch, algorithm=algorithm, config=TorchConfig(micro_batch_size=5))
+    for name in whole:
+        assert torch.allclose(whole[name], split[name], atol=1e-6), name
+
+
+def test_the_batch_masks_only_model_tokens() -> None:
+    _, tokenizer = load_policy("tiny")
+    episodes, advantages = episodes_for(tokenizer, 3)
+    batch = make_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    for row, episode in enumerate(episodes):
+        n = len(episode.sequence)
+        labels = batch.input_ids[row, 1:n][batch.loss_mask[row, : n - 1].bool()].tolist()
+        assert labels == [t for t, m in zip(episode.sequence.input_ids, episode.sequence.loss_mask) if m]
+        assert batch.loss_mask[row, n - 1:].sum() == 0 and batch.attention_mask[row, n:].sum() == 0
+
+
+@pytest.mark.beyondagent_plugins("torch", "mixers")
+def test_ppo_epochs_mini_batches_and_a_kl_reference(run_spec, test_envs, tmp_path) -> None:
+    spec = word_game_spec(tmp_path, total_steps=2, ppo_epochs=2, mini_batch_size=16, micro_batch_size=8)
+    del spec["tasks"]["val"]
+    spec["algorithm"] = {"group_size": 8, "kl_coef": 0.05, "kl_type": "low_var_kl",
+                         "loss_agg_mode": "seq-mean-token-mean", "entropy_coeff": 0.01}
+    result = run_spec(spec)
+    records = read_metrics(result.run_dir)
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        assert math.isfinite(record["actor/kl"]) and record["actor/kl"] >= 0
+        assert record["actor/grad_norm"] > 0
+    # After the first mini-batch step the policy moved, so later mini-batches see ratios != 1.
+    assert records[0]["actor/clip_fraction"] > 0 or records[1]["actor/clip_fraction"] > 0
+    assert records[1]["actor/kl"] > 0  # the policy has left the reference
+
+
+def test_config_rejects_nonsense() -> None:
+    for bad in ({"batch_size": 0}, {"lr": 0}, {"top_p": 1.5}, {"temperature": -1}, {"mini_batch_size": 0}):
+        with pytest.raises(ValueError):
+            attrs.evolve(TorchConfig(), **bad)

@@ -12,7 +12,8 @@ source .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 plugins=()
 for dir in plugins/*/; do
-  [ -f "$dir/pyproject.toml" ] && plugins+=(-e "$dir")
+  # With its `test` extra, where a plugin has one (extras a plugin does not define are ignored).
+  [ -f "$dir/pyproject.toml" ] && plugins+=(-e "${dir%/}[test]")
 done
 # torch's CPU build first: a plugin's plain `torch` requirement would otherwise pull CUDA wheels.
 python -c "import torch" 2>/dev/null || python -m pip install --quiet torch==2.13.0

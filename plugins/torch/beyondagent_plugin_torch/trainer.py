@@ -202,7 +202,12 @@ class Trainer:
             self._epoch_cache = {epoch: self.data.epoch_tasks(epoch)}
         tasks = self._epoch_cache[epoch]
         size = self.config.batch_size
-        return epoch, tasks[index * size:(index + 1) * size]
+        # A mixer may give a later epoch fewer tasks than the first: wrap around within the epoch.
+        index %= max(math.ceil(len(tasks) / size), 1)
+        batch = tasks[index * size:(index + 1) * size]
+        if not batch:
+            raise RunError(f"the mixer gave epoch {epoch} no tasks", where=self.run.spec.component("mixture").described)
+        return epoch, batch
 
     # --- outputs --------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import write_basic_spec
+from spec_files import write_basic_spec
 
 from beyondagent_core import __version__
 

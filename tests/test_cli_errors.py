@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import write_basic_spec
+from spec_files import write_basic_spec
 
 PASSTHROUGH = '''
 import attrs

@@ -2,9 +2,9 @@
 
 Episodes run as asyncio tasks. Each model turn submits its prompt ids to the scheduler and
 waits; when every episode in flight is waiting (or the batch is full), the scheduler pads
-the prompts and samples all of them together in one KV-cached decoding loop, in a worker
-thread so env steps keep running. Batching in lockstep makes a rollout reproducible: the
-batches, and each episode's own random generator, do not depend on thread timing.
+the prompts and samples all of them together in one KV-cached decoding loop. Batching in
+lockstep makes a rollout reproducible: the batches, and each episode's own random generator,
+do not depend on thread timing.
 
 Each row has its own temperature (0 = greedy), top-p and token limit; log-probs are those of
 the temperature-scaled distribution the token was drawn from, as training recomputes them.
@@ -112,7 +112,11 @@ class ChatScheduler:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
-            results = await asyncio.to_thread(self._sample, batch)
+            # On the event loop's thread, which also trains: torch's CPU thread pool is per thread,
+            # and a second thread's pool competing with it slowed decoding 2-3x on 2 cores. Every
+            # episode in flight is waiting for this batch anyway (env calls already sent keep
+            # running in their worker threads).
+            results = self._sample(batch)
         except Exception as exc:  # noqa: BLE001 - every waiting episode learns why
             for request in batch:
                 if not request.future.done():
@@ -142,43 +146,49 @@ class ChatScheduler:
         temperature = torch.tensor([r.sampling.temperature for r in batch], device=device)
         top_p = torch.tensor([r.sampling.top_p for r in batch], device=device)
         limits = torch.tensor([r.max_new_tokens for r in batch], device=device)
-        generators = [request.generator for request in batch]
+        horizon = int(limits.max())
+        # Each episode draws the uniforms for its own token limit from its own generator, so what it
+        # samples does not depend on which other episodes share the batch.
+        uniforms = torch.zeros((size, horizon))
+        for row, request in enumerate(batch):
+            uniforms[row, : request.max_new_tokens] = torch.rand(request.max_new_tokens, generator=request.generator)
+        uniforms = uniforms.to(device)
 
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
-        tokens: list[list[int]] = [[] for _ in batch]
-        logprobs: list[list[float]] = [[] for _ in batch]
+        tokens, logprobs = [], []
         done = torch.zeros(size, dtype=torch.bool, device=device)
+        lengths = torch.zeros(size, dtype=torch.long, device=device)
         last_position = positions[:, -1:]
-        for step in range(int(limits.max())):
-            next_tokens, next_logprobs = sample_next(out.logits[:, -1, :].float(), temperature, top_p, generators)
-            for row in (~done).nonzero().flatten().tolist():
-                tokens[row].append(int(next_tokens[row]))
-                logprobs[row].append(float(next_logprobs[row]))
-            done |= torch.isin(next_tokens, self.eos_token_ids) | (limits <= step + 1)
+        for step in range(horizon):
+            chosen, chosen_logprobs = sample_next(out.logits[:, -1, :].float(), temperature, top_p, uniforms[:, step])
+            tokens.append(chosen)
+            logprobs.append(chosen_logprobs)
+            lengths += (~done).long()
+            done |= torch.isin(chosen, self.eos_token_ids) | (limits <= step + 1)
             if bool(done.all()):
                 break
-            next_tokens = torch.where(done, torch.full_like(next_tokens, self.pad_token_id), next_tokens)
+            next_tokens = torch.where(done, torch.full_like(chosen, self.pad_token_id), chosen)
             attention = torch.cat([attention, (~done).long()[:, None]], dim=1)
             last_position = last_position + 1
             out = self.model(input_ids=next_tokens[:, None], attention_mask=attention, position_ids=last_position,
                              past_key_values=out.past_key_values, use_cache=True)
-        return list(zip(tokens, logprobs))
+        token_rows = torch.stack(tokens, 1).tolist()
+        logprob_rows = torch.stack(logprobs, 1).tolist()
+        return [(t[:n], lp[:n]) for t, lp, n in zip(token_rows, logprob_rows, lengths.tolist())]
 
 
 def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
-                generators: Sequence[torch.Generator]) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token per row (greedy where temperature is 0) and its log-prob under logits / temperature."""
+                uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row and its log-prob under logits / temperature.
+
+    Rows with temperature 0 take the argmax; the others invert the (top-p) CDF at their uniform draw.
+    """
     greedy = temperature == 0
     scale = torch.where(greedy, torch.ones_like(temperature), temperature)
     log_probs = torch.log_softmax(logits / scale[:, None], dim=-1)
-    probs = nucleus(log_probs.exp(), top_p)
-    chosen = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
-    for row, generator in enumerate(generators):
-        if bool(greedy[row]):
-            chosen[row] = torch.argmax(logits[row])
-        else:
-            # Drawn on the CPU with the episode's own generator: reproducible on any device.
-            chosen[row] = torch.multinomial(probs[row].cpu(), 1, generator=generator).to(logits.device)
+    cdf = nucleus(log_probs.exp(), top_p).cumsum(-1)
+    drawn = torch.searchsorted(cdf, (uniforms[:, None] * cdf[:, -1:]).contiguous()).squeeze(-1)
+    chosen = torch.where(greedy, logits.argmax(-1), drawn.clamp(max=logits.shape[-1] - 1))
     return chosen, log_probs.gather(-1, chosen[:, None]).squeeze(-1)
 
 

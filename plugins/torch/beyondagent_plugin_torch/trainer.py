@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import gc
 import json
 import math
 import shutil
@@ -104,6 +105,10 @@ class Trainer:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         config, run = self.config, self.run
+        # Everything imported and loaded so far lives for the whole run: keep it out of the
+        # garbage collector's full passes (each took ~0.35 s on this heap).
+        gc.collect()
+        gc.freeze()
         final: dict[str, Any] = {}
         log.info("train.started", steps=self.total_steps, start=self.start_step, device=str(self.device),
                  model=run.spec.model.path, tasks_per_epoch=len(self._epoch_cache[0]),

@@ -1,8 +1,9 @@
 """The GRPO policy update: episodes in, one or more optimizer steps out.
 
 Reads top to bottom as in verl: pad the episodes into a batch, recompute the old log-probs
-(and the reference's when KL is on) without gradients, then for each PPO epoch and each
-mini-batch accumulate the loss over micro-batches and take one clipped optimizer step. The
+(unless there is a single optimizer step, where they equal the current ones) and the
+reference's when KL is on, without gradients; then for each PPO epoch and each mini-batch
+accumulate the loss over micro-batches and take one clipped optimizer step. The
 math (advantages, clipped loss, KL, aggregation) lives in `grpo.py`.
 """
 
@@ -61,14 +62,25 @@ def make_batch(episodes: Sequence[Episode], advantages: torch.Tensor, *, pad_tok
 def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,
                      entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of each next token (and the entropy of its distribution) under `model`."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1, :].float()
-    logprobs = grpo.log_probs_from_logits(logits, batch.input_ids[:, 1:], temperature=temperature)
+    # Logits only from the first position any row trains on: the LM head and the log-softmax skip
+    # the prompts. Results are zero-padded back to the batch's width.
+    width = batch.input_ids.shape[1]
+    trained = batch.loss_mask.bool().any(0).nonzero()
+    start = int(trained[0]) if len(trained) else 0
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                   logits_to_keep=width - start).logits[:, :-1, :].float()
+    logprobs = pad_left(grpo.log_probs_from_logits(logits, batch.input_ids[:, start + 1:], temperature=temperature),
+                        start)
     entropy = None
     if with_entropy:
         # Without an entropy bonus the entropy is only a metric: keep it out of the autograd graph.
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = grpo.entropy_from_logits(logits, temperature=temperature)
+            entropy = pad_left(grpo.entropy_from_logits(logits, temperature=temperature), start)
     return logprobs, entropy
+
+
+def pad_left(values: torch.Tensor, columns: int) -> torch.Tensor:
+    return torch.nn.functional.pad(values, (columns, 0)) if columns else values
 
 
 @torch.no_grad()
@@ -85,18 +97,19 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                 algorithm: Any, config: Any, temperature: float, generator: torch.Generator) -> dict[str, float]:
     """Update the policy on `batch`; returns the actor metrics of this step."""
     micro = config.micro_batch_size
-    old_logprobs = logprobs_in_chunks(model, batch, temperature, micro)
+    mini_size = config.mini_batch_size or batch.size
+    # With one optimizer step per batch the policy is still the one that sampled: the old log-probs
+    # are the current ones, detached (what verl's recomputation gives), so that forward is skipped.
+    single_step = config.ppo_epochs == 1 and mini_size >= batch.size
+    old_logprobs = None if single_step else logprobs_in_chunks(model, batch, temperature, micro)
     ref_logprobs = logprobs_in_chunks(ref_model, batch, temperature, micro) if ref_model is not None else None
     token_advantages = grpo.token_advantages(batch.advantages, batch.loss_mask)
     params = [p for p in model.parameters() if p.requires_grad]
-    mini_size = config.mini_batch_size or batch.size
     shuffle = config.ppo_epochs > 1 or mini_size < batch.size
     # seq-mean-token-sum-norm divides by a length: the whole batch's, the same for every micro-batch.
     horizon = float(batch.loss_mask.shape[1])
     totals = _Totals()
-    mismatch = (batch.rollout_logprobs - old_logprobs).abs()
-    finite = batch.loss_mask.bool() & torch.isfinite(mismatch)
-    totals.logprob_diff = float(mismatch[finite].mean()) if finite.any() else float("nan")
+    first_pass = torch.zeros_like(batch.loss_mask)  # the log-probs before any update, for the metric
 
     for _ in range(config.ppo_epochs):
         order = torch.randperm(batch.size, generator=generator) if shuffle else torch.arange(batch.size)
@@ -109,8 +122,11 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                 width = part.loss_mask.shape[1]
                 logprobs, entropy = forward_logprobs(model, part, temperature, with_entropy=True,
                                                      entropy_grad=bool(algorithm.entropy_coeff))
+                old = logprobs.detach() if old_logprobs is None else old_logprobs[index, :width]
+                if old_logprobs is None:
+                    first_pass[index, :width] = old
                 policy = grpo.policy_loss(
-                    old_logprobs[index, :width], logprobs, token_advantages[index, :width], part.loss_mask,
+                    old, logprobs, token_advantages[index, :width], part.loss_mask,
                     clip_ratio=algorithm.clip_ratio, clip_ratio_c=algorithm.clip_ratio_c,
                     loss_agg_mode=algorithm.loss_agg_mode, **scale)
                 loss = policy.loss
@@ -130,7 +146,16 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
             else:
                 totals.skipped_steps += 1
             totals.grad_norms.append(float(grad_norm))
+    # Rollout log-probs against the trainer's: a large gap means the token sequences are misaligned.
+    totals.logprob_diff = mean_abs_gap(batch.rollout_logprobs, first_pass if old_logprobs is None else old_logprobs,
+                                       batch.loss_mask)
     return totals.metrics()
+
+
+def mean_abs_gap(rollout: torch.Tensor, trainer: torch.Tensor, mask: torch.Tensor) -> float:
+    gap = (rollout - trainer).abs()
+    valid = mask.bool() & torch.isfinite(gap)
+    return float(gap[valid].mean()) if valid.any() else float("nan")
 
 
 @attrs.define

@@ -1,0 +1,239 @@
+"""Rollout throughput: concurrent multi-turn episodes batched by the ChatScheduler vs one at a time.
+
+What is measured
+    32 multi-turn episodes of the tiny model (`load_policy("tiny")`, CPU) through the torch
+    backend's `rollout()`: a fresh env per episode, the react workflow, `PolicyChat` and the
+    `ChatScheduler`, the code a training step runs. The env is the direction game with 4 turns
+    (`direction_game.DirectionGame`: every episode takes exactly 4 model turns) or, with
+    `--env frozenlake`, gymnasium FrozenLake as text (`beyondagent_plugin_gym`, `max_steps` = turns,
+    so episodes may end early in a hole or at the goal). Each turn samples at most 16 tokens at
+    temperature 1 and stops at `<|im_end|>`.
+
+    batched:    `max_concurrency=32` (scheduler batch 32): while every episode waits for its next
+                turn, their prompts are padded into one KV-cached decoding loop.
+    sequential: `max_concurrency=1`: one episode after another, every turn a batch of one.
+
+    Both modes run the same tasks with the same seeds (each episode's random generator is seeded
+    from the seed and its index, whatever the concurrency), alternately (batched, sequential, ...)
+    in this one process, after a warm-up of each that is not counted. Wall time covers the whole
+    `rollout()` call: env creation, resets, steps, chat templates and generation.
+
+How to read the output
+    Per mode: episodes/s and generated tokens/s (medians over trials), seconds per rollout and how
+    many of them the scheduler spent in model batches ("in generation": padding, the forward
+    passes, sampling; the rest is envs, workflow, chat templates and asyncio), model batches per
+    rollout (sequential: one per turn; batched: about one per turn index) and turns per
+    episode. "same tokens" counts the episodes whose sampled tokens are identical in both modes:
+    padding changes float rounding in the batched forward, which can flip an unlikely token and
+    then the rest of that episode, so most but not necessarily all match. The last line,
+    `rollout_batching_speedup: X.XX`, is batched episodes/s over sequential episodes/s.
+
+    python benchmarks/rollout_batching.py                    # 3 trials, direction game (~20 s on 2 cores)
+    python benchmarks/rollout_batching.py --env frozenlake   # gymnasium FrozenLake instead
+    python benchmarks/rollout_batching.py --quick            # 1 trial
+
+Not a test: nothing here asserts a speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from direction_game import DirectionGame, DirectionGameConfig, tasks  # noqa: E402
+
+from beyondagent_core.runtime.episodes import EpisodeRunner  # noqa: E402
+from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow  # noqa: E402
+from beyondagent_core.runtime.tokens import ChatTemplate  # noqa: E402
+from beyondagent_core.types import Task  # noqa: E402
+
+MODES = ("batched", "sequential")
+MAX_EPISODE_TOKENS = 1024
+
+
+@attrs.frozen
+class Workload:
+    episodes: int = 32
+    turns: int = 4
+    max_tokens: int = 16
+    env: str = "direction"
+
+
+@attrs.define
+class Policy:
+    """The tiny model, its tokenizer and chat template, and where its turns stop."""
+
+    model: Any
+    tokenizer: Any
+    template: ChatTemplate
+    stop_ids: list[int]
+
+
+@attrs.define
+class Measurement:
+    mode: str
+    seconds: float
+    episodes: int
+    tokens: int
+    turns: int
+    batches: int
+    generation_seconds: float
+    errors: list[str]
+    token_ids: list[list[int]]
+
+    @property
+    def episodes_per_s(self) -> float:
+        return self.episodes / self.seconds
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+def load_tiny_policy(threads: int) -> Policy:
+    import torch
+    from beyondagent_plugin_torch.models import load_policy
+    from beyondagent_plugin_torch.trainer import stop_token_ids
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    model, tokenizer = load_policy("tiny", device="cpu", dtype="float32")
+    template = ChatTemplate(tokenizer)
+    return Policy(model, tokenizer, template, stop_token_ids(model, tokenizer, template))
+
+
+def episode_source(workload: Workload) -> tuple[EpisodeRunner, list[Task]]:
+    """The runner (react workflow, a fresh env per episode) and the tasks of `workload`."""
+    if workload.env == "direction":
+        make_env: Any = functools.partial(DirectionGame, DirectionGameConfig(turns=workload.turns))
+        episode_tasks = tasks(workload.episodes)
+    else:
+        from beyondagent_plugin_gym.config import FrozenLakeConfig
+        from beyondagent_plugin_gym.frozenlake import FrozenLake
+
+        make_env = functools.partial(FrozenLake, FrozenLakeConfig(max_steps=workload.turns))
+        episode_tasks = [Task(task_id=f"frozenlake-{index}") for index in range(workload.episodes)]
+    runner = EpisodeRunner(workflow=ReactWorkflow(ReactConfig(max_turns=workload.turns)), make_env=make_env)
+    return runner, episode_tasks
+
+
+def measure(policy: Policy, runner: EpisodeRunner, episode_tasks: list[Task], *, mode: str, max_tokens: int,
+            seed: tuple[object, ...]) -> Measurement:
+    """One `rollout()` of every task, all in flight (batched) or one at a time (sequential)."""
+    from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+    from beyondagent_plugin_torch.rollout import rollout
+
+    concurrency = len(episode_tasks) if mode == "batched" else 1
+    scheduler = ChatScheduler(policy.model, eos_token_ids=policy.stop_ids, pad_token_id=policy.tokenizer.pad_token_id,
+                              max_batch_size=concurrency)  # as the trainer builds it
+    started = time.perf_counter()
+    episodes = asyncio.run(rollout(
+        list(enumerate(episode_tasks)), runner=runner, scheduler=scheduler, template=policy.template,
+        sampling=Sampling(temperature=1.0, top_p=1.0, max_tokens=max_tokens), max_episode_tokens=MAX_EPISODE_TOKENS,
+        max_concurrency=concurrency, seed=seed))
+    seconds = time.perf_counter() - started
+    return Measurement(
+        mode=mode, seconds=seconds, episodes=len(episodes),
+        tokens=sum(episode.sequence.generated_tokens for episode in episodes),
+        turns=sum(episode.sequence.model_turns for episode in episodes), batches=scheduler.stats.batches,
+        generation_seconds=scheduler.stats.seconds,
+        errors=[episode.trajectory.error for episode in episodes if episode.trajectory.error],
+        token_ids=[[token for token, trained in zip(episode.sequence.input_ids, episode.sequence.loss_mask) if trained]
+                   for episode in episodes])
+
+
+def run_trials(policy: Policy, workload: Workload, trials: int) -> dict[str, list[Measurement]]:
+    runner, episode_tasks = episode_source(workload)
+    # Warm-up, not counted: first calls, the allocator at full batch size.
+    measure(policy, runner, episode_tasks, mode="batched", max_tokens=workload.max_tokens, seed=("warm-up",))
+    measure(policy, runner, episode_tasks[:2], mode="sequential", max_tokens=workload.max_tokens, seed=("warm-up",))
+    results: dict[str, list[Measurement]] = {mode: [] for mode in MODES}
+    for trial in range(trials):
+        for mode in MODES:
+            result = measure(policy, runner, episode_tasks, mode=mode, max_tokens=workload.max_tokens,
+                             seed=("rollout-bench", trial))
+            if result.errors:
+                raise RuntimeError(f"{len(result.errors)} {mode} episodes failed; first: {result.errors[0]}")
+            results[mode].append(result)
+            print(f"  trial {trial + 1}/{trials} {mode:>10}: {result.episodes_per_s:7.2f} episodes/s, "
+                  f"{result.tokens_per_s:8.1f} tokens/s, {result.seconds:6.2f} s", flush=True)
+    return results
+
+
+def same_tokens(results: dict[str, list[Measurement]]) -> tuple[int, int]:
+    """Episodes (over all trials) whose sampled tokens match between the two modes."""
+    pairs = zip(results["batched"], results["sequential"])
+    matches = [a == b for batched, sequential in pairs for a, b in zip(batched.token_ids, sequential.token_ids)]
+    return sum(matches), len(matches)
+
+
+def print_table(results: dict[str, list[Measurement]], workload: Workload) -> float:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Rollout of {workload.episodes} episodes x {workload.turns} turns ({workload.env}), "
+                        f"tiny Qwen2 on CPU")
+    for name in ("mode", "max_concurrency", "episodes/s", "tokens/s", "s per rollout", "in generation",
+                 "model batches", "turns/episode", "tokens/turn"):
+        table.add_column(name, justify="left" if name == "mode" else "right")
+    rates = {}
+    for mode in MODES:
+        runs = results[mode]
+        rates[mode] = statistics.median(run.episodes_per_s for run in runs)
+        table.add_row(mode, str(workload.episodes if mode == "batched" else 1), f"{rates[mode]:.2f}",
+                      f"{statistics.median(run.tokens_per_s for run in runs):.1f}",
+                      f"{statistics.median(run.seconds for run in runs):.2f}",
+                      f"{statistics.median(run.generation_seconds for run in runs):.2f}",
+                      f"{statistics.median(run.batches for run in runs):.0f}",
+                      f"{statistics.fmean(run.turns / run.episodes for run in runs):.2f}",
+                      f"{statistics.fmean(run.tokens / run.turns for run in runs):.1f}")
+    Console(width=140).print(table)
+    return rates["batched"] / rates["sequential"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, default=32, help="episodes per rollout (batched: all in flight)")
+    parser.add_argument("--turns", type=int, default=4, help="model turns per episode (FrozenLake: max_steps)")
+    parser.add_argument("--max-tokens", type=int, default=16, help="new tokens per turn at most")
+    parser.add_argument("--env", choices=("direction", "frozenlake"), default="direction")
+    parser.add_argument("--trials", type=int, default=None, help="trials per mode (default 3, quick 1)")
+    parser.add_argument("--quick", action="store_true", help="one trial")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = parser.parse_args(argv)
+    args.trials = args.trials or (1 if args.quick else 3)
+    if min(args.episodes, args.turns, args.max_tokens, args.trials) < 1:
+        parser.error("--episodes, --turns, --max-tokens and --trials must be >= 1")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    args = parse_args(argv)
+    workload = Workload(episodes=args.episodes, turns=args.turns, max_tokens=args.max_tokens, env=args.env)
+    started = time.perf_counter()
+    policy = load_tiny_policy(args.threads)
+    print(f"rollout batching: {workload.episodes} episodes x {workload.turns} turns of {workload.env}, "
+          f"<= {workload.max_tokens} tokens per turn, {args.trials} trials, torch threads {torch.get_num_threads()}",
+          flush=True)
+    results = run_trials(policy, workload, args.trials)
+    speedup = print_table(results, workload)
+    matched, total = same_tokens(results)
+    print(f"same tokens in both modes: {matched}/{total} episodes; total {time.perf_counter() - started:.0f} s")
+    print(f"rollout_batching_speedup: {speedup:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

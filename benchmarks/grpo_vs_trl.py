@@ -35,8 +35,9 @@ What each side does per step
          workflow, chat template); the ChatScheduler batches their turns into one KV-cached
          sampling loop (each episode with its own random generator);
       2. reward: each env's `evaluate()` (the same `direction_reward`), group-normalized advantages;
-      3. old log-probs: one no-grad forward recomputes them (as verl does); reference log-probs with
-         one more no-grad forward when kl_coef > 0;
+      3. old log-probs: skipped too (one optimizer step: they equal the current ones, detached; with
+         ppo_epochs > 1 or mini-batches a no-grad forward recomputes them, as verl does); reference
+         log-probs with one more no-grad forward when kl_coef > 0;
       4. update: one forward and backward over the 64 sequences (micro_batch_size 64, like TRL's
          single batch), token-mean clipped loss (dual clip), grad clip, AdamW step; a metrics line
          and two sample episodes appended to JSON lines.

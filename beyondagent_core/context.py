@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
 
+from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import SpecError
+from beyondagent_core.judging import JudgeSelector
 from beyondagent_core.types import Task
 
 if TYPE_CHECKING:
     from beyondagent_core.plugins import PluginManager
-    from beyondagent_core.protocols import Env, Mixer, Workflow
+    from beyondagent_core.protocols import EnvOpener, Judge, Mixer, Workflow
+    from beyondagent_core.registry import Registry
     from beyondagent_core.runtime.episodes import EpisodeRunner
     from beyondagent_core.spec import Spec
 
@@ -57,29 +60,64 @@ class RunContext:
     manager: PluginManager
     resume: bool = False
     log: Any = attrs.field(factory=lambda: structlog.get_logger("beyondagent.run"))
+    _env_opener: EnvOpener | None = attrs.field(default=None, init=False)
+    _judges: JudgeSelector | None = attrs.field(default=None, init=False)
+    _registry: Registry | None = attrs.field(default=None, init=False)
 
     @property
     def run_dir(self) -> Path:
         return self.info.run_dir
 
     def build(self, key_path: str) -> Any:
-        """Create the component the spec selects at `key_path` (e.g. `"env"`, `"reward"`)."""
+        """Create the component the spec selects at `key_path` (e.g. `"env"`, `"reward"`).
+
+        A component with a `bind(run)` method gets this context right after it is built
+        (how a filter or judge reaches the run's envs, LLM and episode runner).
+        """
         component = self.spec.component(key_path)
         if component is None or component.registration is None:
             return None
-        return component.create()
+        return self.bound(component.create())
 
-    def env_factory(self) -> Callable[[], Env]:
-        """Makes one env per episode as `env` selects (`service: local` runs it in-process)."""
-        component = self.spec.component("env")
-        if component is None or component.registration is None:
+    def bound(self, obj: Any) -> Any:
+        """Give `obj` this context if it asks for it (`bind(run)`); returns `obj`."""
+        bind = getattr(obj, "bind", None)
+        if callable(bind):
+            bind(self)
+        return obj
+
+    def env_opener(self) -> EnvOpener | None:
+        """Where episodes get their envs (`env.service`); None when the spec selects no env.
+
+        Built once per run and closed by `aclose()`: `local` runs the env in-process;
+        `http://...` uses an environment service; `launch` starts one for the run.
+        """
+        if self._env_opener is None:
+            component = self.spec.component("env")
+            if component is None or component.registration is None:
+                return None
+            service = component.block.service
+            if service == "local":
+                self._env_opener = LocalEnvOpener(component.create)
+            else:
+                from beyondagent_core.envservice.openers import remote_opener
+
+                where = f"{self.spec.path or 'the spec'}, key env.service"
+                if not (service == "launch" or service.startswith(("http://", "https://"))):
+                    raise SpecError(f"env.service must be local, launch or an http(s):// URL, got {service!r}",
+                                    where=where, hint="e.g. env.service: http://127.0.0.1:8000")
+                config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
+                self._env_opener = remote_opener(component.registration.spec.name, service, where=where,
+                                                 config=config)
+        return self._env_opener
+
+    def env_factory(self) -> EnvOpener:
+        """The env opener, required: a SpecError names `env.name` when the spec has no env."""
+        opener = self.env_opener()
+        if opener is None:
             raise SpecError("training needs an environment but env.name is not set",
                             where=f"{self.spec.path}, key env.name", hint="set env.name (see `beyondagent plugins`)")
-        service = component.block.service
-        if service != "local":
-            raise SpecError(f"env.service {service!r} is not supported by this version",
-                            where=f"{self.spec.path}, key env.service", hint="use env.service: local")
-        return component.create
+        return opener
 
     def workflow(self) -> Workflow:
         """The workflow `workflow` selects; the built-in `react` loop when none is set."""
@@ -87,11 +125,53 @@ class RunContext:
 
         return self.build("workflow") or ReactWorkflow()
 
+    def judges(self) -> JudgeSelector:
+        """Each task's judge: its own `judge`, else `synthetic_reward` / `reward` by origin."""
+        if self._judges is None:
+            from beyondagent_core.spec import select_component
+
+            default, synthetic = self.build("reward"), self.build("synthetic_reward")
+            configured = {}
+            for key, judge in (("reward", default), ("synthetic_reward", synthetic)):
+                component = self.spec.component(key)
+                if judge is not None and component is not None and component.name:
+                    configured.setdefault(component.name, judge)
+
+            def build(name: str) -> Judge:
+                component = select_component(self.registry, "reward", {"name": name},
+                                             key_path=f"judge {name!r} (named by a task)")
+                return self.bound(component.create())
+
+            self._judges = JudgeSelector(default=default, synthetic=synthetic, build=build, configured=configured)
+        return self._judges
+
     def episode_runner(self) -> EpisodeRunner:
-        """Everything an episode needs: the workflow, an env per episode, and the judge (`reward`)."""
+        """Everything an episode needs: the workflow, its envs (none if the spec has no env) and judges.
+
+        Workflows that need an env fail in their episode when none is configured.
+        """
         from beyondagent_core.runtime.episodes import EpisodeRunner
 
-        return EpisodeRunner(workflow=self.workflow(), make_env=self.env_factory(), judge=self.build("reward"))
+        return EpisodeRunner(workflow=self.workflow(), make_env=self.env_opener(), judge=self.judges())
+
+    @property
+    def registry(self) -> Registry:
+        from beyondagent_core.registry import Registry
+
+        if self._registry is None:
+            self._registry = Registry(self.manager)
+        return self._registry
+
+    async def aclose(self) -> None:
+        """End of run: close the env opener (connection pools, a launched env service)."""
+        opener, self._env_opener = self._env_opener, None
+        if opener is not None:
+            await opener.aclose()
+
+    def close(self) -> None:
+        """`aclose()` for sync callers."""
+        if self._env_opener is not None:
+            asyncio.run(self.aclose())
 
     def step_finished(self, step: int, metrics: dict[str, Any]) -> None:
         """Report one training step: logged as an event and passed to lifecycle hooks."""

@@ -60,3 +60,12 @@ class RunError(BeyondAgentError):
     """A run could not go on (a component failed at run time); exit code 1."""
 
     exit_code = 1
+
+
+class EnvMethodMissing(AttributeError):
+    """`AsyncEnv.call(method)` asked an env for an optional method it does not have."""
+
+    def __init__(self, env: str, method: str):
+        super().__init__(f"env {env!r} has no method {method!r}")
+        self.env = env
+        self.method = method

@@ -199,6 +199,7 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
         status = "ok"
         return metrics
     finally:
+        context.close()
         log.info("run.finished", status=status, seconds=round(time.perf_counter() - started, 3), **metrics)
         manager.notify("beyondagent_run_finished", run=info, status=status, metrics=metrics)
         log_events_to(None)

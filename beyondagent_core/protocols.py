@@ -81,6 +81,37 @@ class AsyncEnv(Protocol):
 
     async def close(self) -> None: ...
 
+    async def call(self, method: str, *args: Any) -> Any:
+        """Run an optional env method by name (`valid_actions`, `describe_achieved`, ...).
+
+        Raises `EnvMethodMissing` when the env does not have it.
+        """
+        ...
+
+
+OPTIONAL_ENV_METHODS: tuple[str, ...] = ("task_ids", "valid_actions", "describe_achieved")
+"""Env methods a component may ask for through `AsyncEnv.call` (an env need not have them):
+
+- `task_ids(split) -> list[str]`: the env's seed tasks of a split (`/get_env_profile`);
+- `valid_actions() -> list[str]`: the actions valid now, as text the env's `step` accepts;
+- `describe_achieved() -> list[dict]`: goals the episode has reached so far, each
+  `{"query": "<a task in words>", "goal": {...}}`; a task whose `metadata["goal"]` is one of
+  these makes the env's `evaluate()` check that goal (verifiable synthetic tasks).
+"""
+
+
+@runtime_checkable
+class EnvOpener(Protocol):
+    """Where a run's envs come from (`env.service`): in-process, or an environment service.
+
+    `open()` gives a fresh env for one episode (the caller closes it); `aclose()` releases what
+    the opener shares between episodes (connection pools, a launched server) at the end of a run.
+    """
+
+    async def open(self) -> AsyncEnv: ...
+
+    async def aclose(self) -> None: ...
+
 
 class ChatLLM(Protocol):
     """The only way a workflow talks to a model.

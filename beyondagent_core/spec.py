@@ -148,11 +148,12 @@ SLOTS: tuple[Slot, ...] = (
     Slot("mixture", "mixer", MixtureBlock),
     Slot("workflow", "workflow", NamedBlock),
     Slot("reward", "reward", NamedBlock),
+    Slot("synthetic_reward", "reward", NamedBlock),
     Slot("backend", "backend", RequiredNamedBlock, optional=False),
 )
 FILTERS_PATH = "explore.filters"
 TOP_LEVEL_KEYS: tuple[str, ...] = (
-    "run", "model", "tasks", "env", "explore", "mixture", "workflow", "reward",
+    "run", "model", "tasks", "env", "explore", "mixture", "workflow", "reward", "synthetic_reward", "llm",
     "algorithm", "backend", "logging", "plugins",
 )
 

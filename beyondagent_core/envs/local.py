@@ -1,5 +1,7 @@
 """The in-process `AsyncEnv` (`env.service: local`): a sync `Env` run in worker threads.
 
+`LocalEnvOpener` makes one per episode (the run's `EnvOpener` for `service: local`).
+
 Each call runs the env's own method in a worker thread (`asyncio.to_thread`), so many
 episodes share one event loop while a slow `step` blocks nobody. Calls to one env are
 serialized by a lock, so `close()` after a cancelled `step` waits for that step to end
@@ -14,7 +16,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from beyondagent_core.protocols import Env, EnvReset, EnvStep, Message
+from beyondagent_core.errors import EnvMethodMissing
+from beyondagent_core.protocols import OPTIONAL_ENV_METHODS, Env, EnvReset, EnvStep, Message
 from beyondagent_core.types import Reward, Task
 
 R = TypeVar("R")
@@ -40,6 +43,15 @@ class LocalAsyncEnv:
 
     async def evaluate(self) -> Reward:
         return await self._call("evaluate", Reward)
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """Run one of the env's optional methods (`OPTIONAL_ENV_METHODS`) in the worker thread."""
+        function = getattr(self.env, method, None) if method in OPTIONAL_ENV_METHODS else None
+        if not callable(function):
+            raise EnvMethodMissing(type(self.env).__name__, method)
+        if self._closed:
+            raise RuntimeError(f"{type(self.env).__name__}.{method}() called after close()")
+        return await asyncio.to_thread(self._locked, function, *args)
 
     async def close(self) -> None:
         """Close the env once; later calls do nothing."""
@@ -73,6 +85,32 @@ class LocalAsyncEnv:
     def _locked(self, fn: Callable[..., R], *args: Any) -> R:
         with self._lock:
             return fn(*args)
+
+
+class LocalEnvOpener:
+    """The `EnvOpener` of `env.service: local`: each episode gets a fresh env from `create`.
+
+    `create` (the env's factory with its config) runs in a worker thread, since building an
+    env may load files.
+    """
+
+    def __init__(self, create: Callable[[], Env]):
+        self.create = create
+
+    async def open(self) -> LocalAsyncEnv:
+        return LocalAsyncEnv(await asyncio.to_thread(self.create))
+
+    async def aclose(self) -> None:
+        """Nothing is shared between local episodes."""
+
+
+def as_opener(envs: Any) -> Any:
+    """An `EnvOpener` from an opener, a plain function returning a sync `Env`, or None (no env)."""
+    if envs is None or hasattr(envs, "open"):
+        return envs
+    if callable(envs):
+        return LocalEnvOpener(envs)
+    raise TypeError(f"expected an EnvOpener or a function returning an Env, got {type(envs).__name__}")
 
 
 def _short(value: Any, limit: int = 80) -> str:

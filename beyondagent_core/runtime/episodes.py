@@ -8,14 +8,16 @@ and is logged with its traceback. Backends count these and train on the rest.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
 import attrs
 import structlog
 
-from beyondagent_core.envs.local import LocalAsyncEnv
-from beyondagent_core.protocols import ChatLLM, Env, Judge, Workflow
+from beyondagent_core.envs.local import as_opener
+from beyondagent_core.judging import JudgeSelector, as_selector, score_after, score_episode
+from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
 from beyondagent_core.types import Reward, Task, Trajectory
 
 log = structlog.get_logger("beyondagent.episodes")
@@ -23,15 +25,17 @@ log = structlog.get_logger("beyondagent.episodes")
 
 @attrs.define
 class EpisodeRunner:
-    """Runs episodes of `workflow` in envs from `make_env`; `judge` (if any) scores them.
+    """Runs episodes of `workflow` in envs from `make_env`, scored by each task's judge.
 
-    Without a judge the reward is the one the workflow set (the react workflow asks the
-    env's `evaluate()`).
+    `make_env` is the run's `EnvOpener` (a plain function returning a sync `Env` is run
+    in-process), or None for workflows that need no env (they get `env=None`). `judge` is one
+    judge for every task or a `JudgeSelector`; without one, the reward is the one the workflow
+    set (the react workflow asks the env's `evaluate()`).
     """
 
     workflow: Workflow
-    make_env: Callable[[], Env]
-    judge: Judge | None = None
+    make_env: EnvOpener | Callable[[], Env] | None = attrs.field(converter=as_opener)
+    judge: Judge | JudgeSelector | None = attrs.field(default=None, converter=as_selector)
 
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory:
         started = time.perf_counter()
@@ -47,14 +51,22 @@ class EpisodeRunner:
         return trajectory
 
     async def _run(self, task: Task, llm: ChatLLM) -> Trajectory:
-        env = await asyncio.to_thread(self.make_env)
-        async with LocalAsyncEnv(env) as async_env:
-            trajectory = await self.workflow.run(task, async_env, llm)
+        judge = self.judge.for_task(task)
+        if self.make_env is None:
+            trajectory = self._checked(await self.workflow.run(task, None, llm))
+        else:
+            async with contextlib.AsyncExitStack() as stack:
+                env = await self.make_env.open()
+                stack.push_async_callback(env.close)
+                trajectory = self._checked(await self.workflow.run(task, env, llm))
+                await score_episode(judge, task, trajectory, env)
+        await score_after(judge, task, trajectory)
+        if not isinstance(trajectory.reward, Reward):
+            raise TypeError("the episode has no Reward: the workflow set none and no `reward` judge is configured")
+        return trajectory
+
+    def _checked(self, trajectory: object) -> Trajectory:
         if not isinstance(trajectory, Trajectory):
             raise TypeError(f"{type(self.workflow).__name__}.run() returned {type(trajectory).__name__}, "
                             "not Trajectory")
-        if self.judge is not None:
-            trajectory.reward = await self.judge.score(task, trajectory)
-        if not isinstance(trajectory.reward, Reward):
-            raise TypeError("the episode has no Reward: the workflow set none and no `reward` judge is configured")
         return trajectory

@@ -12,11 +12,12 @@ import structlog
 from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import SpecError
 from beyondagent_core.judging import JudgeSelector
+from beyondagent_core.spec import POLICY_LLM
 from beyondagent_core.types import Task
 
 if TYPE_CHECKING:
     from beyondagent_core.plugins import PluginManager
-    from beyondagent_core.protocols import EnvOpener, Judge, Mixer, Workflow
+    from beyondagent_core.protocols import ChatLLM, EnvOpener, Judge, Mixer, Workflow
     from beyondagent_core.registry import Registry
     from beyondagent_core.runtime.episodes import EpisodeRunner
     from beyondagent_core.spec import Spec
@@ -63,6 +64,8 @@ class RunContext:
     _env_opener: EnvOpener | None = attrs.field(default=None, init=False)
     _judges: JudgeSelector | None = attrs.field(default=None, init=False)
     _registry: Registry | None = attrs.field(default=None, init=False)
+    _chat_llm: ChatLLM | None = attrs.field(default=None, init=False)
+    policy_llm: ChatLLM | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -153,6 +156,27 @@ class RunContext:
         from beyondagent_core.runtime.episodes import EpisodeRunner
 
         return EpisodeRunner(workflow=self.workflow(), make_env=self.env_opener(), judge=self.judges())
+
+    def chat_llm(self) -> ChatLLM | None:
+        """The spec's `llm` (exploring, summarizing, feasibility checks); None when unset.
+
+        `llm: policy` is the model being trained: available once the backend offers it
+        (`policy_llm`), e.g. during training.
+        """
+        llm = self.spec.llm
+        if llm is None:
+            return None
+        if llm == POLICY_LLM:
+            if self.policy_llm is None:
+                raise SpecError("llm is 'policy' but the policy model is not available here",
+                                where=f"{self.spec.path or 'the spec'}, key llm",
+                                hint="set llm to an OpenAI-compatible endpoint (model, base_url) for exploration")
+            return self.policy_llm
+        if self._chat_llm is None:
+            from beyondagent_core.llm import OpenAIChat
+
+            self._chat_llm = OpenAIChat(llm)
+        return self._chat_llm
 
     @property
     def registry(self) -> Registry:

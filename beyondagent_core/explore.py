@@ -2,28 +2,29 @@
 
 A work queue of `(seed, i)` jobs is drained by `workers` concurrent asyncio workers, with no
 batch barriers, so a slow exploration never holds up the others. Each exploration runs the
-explorer in a fresh env, asks the summarizer for candidate tasks (showing it the tasks
-already found for that seed), runs the filters in order and appends what survives to the
-JSON-lines cache at once. A failing exploration is counted and logged; the rest go on.
+explorer in a fresh env and asks the summarizer for candidate tasks (showing it the tasks
+already found for that seed); where that happens is the executor's business (in this
+process, or on Ray actors: `explore_ray.py`). The filters then run in order here, and what
+survives is appended to the cache at once, with a checkpoint line, so a killed exploration
+resumes where it stopped (`explore_checkpoint.py`). A failing exploration is counted and
+logged; the rest go on.
 """
-
-# The simple in-process engine; a Ray executor, checkpoints keyed by a hash of the seed set
-# and rich progress come later.
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import structlog
 
-from beyondagent_core.envs.local import LocalAsyncEnv
-from beyondagent_core.jsonl import append_jsonl
-from beyondagent_core.protocols import ChatLLM, Env, Explorer, Summarizer, TaskFilter
+from beyondagent_core.envs.local import as_opener
+from beyondagent_core.explore_checkpoint import Checkpoint, fingerprint
+from beyondagent_core.protocols import ChatLLM, EnvOpener, Explorer, Summarizer, TaskFilter
 from beyondagent_core.types import Task
 
 log = structlog.get_logger(__name__)
@@ -33,60 +34,105 @@ MAX_ERRORS_KEPT = 5
 
 @attrs.define
 class ExploreResult:
-    """What the stage produced: the kept tasks (also in the cache) and its tallies."""
+    """What the stage produced: every kept task (also in the cache) and its tallies.
+
+    `resumed` counts explorations a previous, interrupted run had already done, `completed`
+    those done this time (`failures` those that failed); `llm` sums
+    the LLM usage (calls, retries, failures, tokens) and `summarizer` the summarizer's own
+    counters (e.g. malformed `<task>` blocks) of the explorations run this time.
+    """
 
     tasks: list[Task] = attrs.field(factory=list)
     explorations: int = 0
+    resumed: int = 0
+    completed: int = 0
     failures: int = 0
+    candidates: int = 0
     errors: list[str] = attrs.field(factory=list)
     per_seed: dict[str, int] = attrs.field(factory=dict)
     dropped_by_filter: dict[str, int] = attrs.field(factory=dict)
+    llm: dict[str, int] = attrs.field(factory=dict)
+    summarizer: dict[str, int] = attrs.field(factory=dict)
     seconds: float = 0.0
+
+
+class Executor(Protocol):
+    """Where explorations run: `explore(seed, known)` -> the summarizer's candidates.
+
+    `tallies()` gives the LLM usage and the summarizer's counters since the executor started.
+    """
+
+    async def explore(self, seed: Task, known: Sequence[Task]) -> list[Task]: ...
+
+    async def tallies(self) -> tuple[dict[str, int], dict[str, int]]: ...
+
+    async def aclose(self) -> None: ...
+
+
+@attrs.define
+class LocalExecutor:
+    """Explorations as coroutines in this process (the default `explore.executor: local`)."""
+
+    explorer: Explorer
+    summarizer: Summarizer
+    envs: EnvOpener
+    llm: ChatLLM | None = None
+    _start: tuple[dict[str, int], dict[str, int]] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._start = (usage_of(self.llm), counters_of(self.summarizer))
+
+    async def explore(self, seed: Task, known: Sequence[Task]) -> list[Task]:
+        async with contextlib.AsyncExitStack() as stack:
+            env = await self.envs.open()
+            stack.push_async_callback(env.close)
+            trajectory = await self.explorer.explore(seed, env, self.llm)
+        candidates = await self.summarizer.summarize(seed, trajectory, list(known), self.llm)
+        _check_candidates(self.summarizer, candidates)
+        return candidates
+
+    async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:
+        return delta(usage_of(self.llm), self._start[0]), delta(counters_of(self.summarizer), self._start[1])
+
+    async def aclose(self) -> None:
+        """The env opener and LLM belong to the caller."""
 
 
 @attrs.define
 class _Stage:
-    """One run of the stage: its components and the state the workers share."""
+    """One run of the stage: its executor, filters, checkpoint and the state workers share."""
 
-    explorer: Explorer
-    summarizer: Summarizer
+    executor: Executor
     filters: Sequence[tuple[str, TaskFilter]]
-    make_env: Callable[[], Env]
-    cache_path: Path
-    llm: ChatLLM | None
+    checkpoint: Checkpoint
     result: ExploreResult
     known: dict[str, list[Task]]
     used_ids: set[str]
+    progress: Any = None
     # Naming, filtering and appending one exploration's candidates happen under this lock,
-    # so cross-set dedup and unique task ids hold while explorations overlap.
+    # so cross-set dedup, unique task ids and the checkpoint's order hold while explorations overlap.
     commit_lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
 
     async def worker(self, jobs: Iterator[tuple[Task, int]]) -> None:
         for seed, i in jobs:
             try:
-                await self.explore_one(seed)
+                candidates = await self.executor.explore(seed, list(self.known[seed.task_id]))
+                async with self.commit_lock:
+                    await self.commit(seed, i, candidates)
+                self.result.completed += 1
             except Exception as exc:  # one failed exploration must not stop the others
                 self.record_failure(seed, i, exc)
+            if self.progress is not None:
+                self.progress(self.result)
 
-    async def explore_one(self, seed: Task) -> None:
-        env = await asyncio.to_thread(self.make_env)
-        async with LocalAsyncEnv(env) as aenv:
-            trajectory = await self.explorer.explore(seed, aenv, self.llm)
-        known = list(self.known[seed.task_id])
-        candidates = await self.summarizer.summarize(seed, trajectory, known, self.llm)
-        _check_candidates(self.summarizer, candidates)
-        async with self.commit_lock:
-            await self.commit(seed, candidates)
-
-    async def commit(self, seed: Task, candidates: Sequence[Task]) -> None:
+    async def commit(self, seed: Task, i: int, candidates: Sequence[Task]) -> None:
+        self.result.candidates += len(candidates)
         kept = [self.as_synthetic(seed, task) for task in candidates]
         for name, task_filter in self.filters:
             before = len(kept)
             kept = list(await task_filter.keep(kept, list(self.result.tasks)))
             self.result.dropped_by_filter[name] += before - len(kept)
-        if not kept:
-            return
-        append_jsonl(self.cache_path, kept)
+        self.checkpoint.record(job_key(seed, i), kept)
         self.result.tasks.extend(kept)
         self.known[seed.task_id].extend(kept)
         self.result.per_seed[seed.task_id] += len(kept)
@@ -100,14 +146,19 @@ class _Stage:
             task_id = f"{seed.task_id}/syn-{k}"
             k += 1
         self.used_ids.add(task_id)  # reserved; a dropped candidate's id just stays unused
-        return attrs.evolve(task, task_id=task_id, origin="synthetic", seed_task_id=seed.task_id)
+        return attrs.evolve(task, task_id=task_id, origin="synthetic", seed_task_id=seed.task_id,
+                            env=task.env or seed.env)
 
     def record_failure(self, seed: Task, i: int, exc: Exception) -> None:
-        message = f"{seed.task_id}#{i}: {type(exc).__name__}: {_first_line(exc)}"
+        message = f"{job_key(seed, i)}: {type(exc).__name__}: {_first_line(exc)}"
         self.result.failures += 1
         if len(self.result.errors) < MAX_ERRORS_KEPT:
             self.result.errors.append(message)
         log.warning("explore.failed", seed=seed.task_id, exploration=i, error=message)
+
+
+def job_key(seed: Task, i: int) -> str:
+    return f"{seed.task_id}#{i}"
 
 
 async def explore_seeds(
@@ -115,54 +166,69 @@ async def explore_seeds(
     *,
     n: int,
     workers: int,
-    explorer: Explorer,
-    summarizer: Summarizer,
     filters: Sequence[tuple[str, TaskFilter]],
-    make_env: Callable[[], Env],
     cache_path: Path,
+    explorer: Explorer | None = None,
+    summarizer: Summarizer | None = None,
+    make_env: Any = None,
     llm: ChatLLM | None = None,
+    executor: Executor | None = None,
+    settings: dict[str, Any] | None = None,
+    force: bool = False,
+    progress: Any = None,
 ) -> ExploreResult:
     """Explore each seed `n` times with `workers` concurrent explorations.
 
-    Kept tasks are appended to `cache_path` (created empty first; it must not already hold
-    tasks) as each exploration finishes and are returned in the same order.
+    Explorations run on `executor`, or in this process with `explorer`, `summarizer`, the
+    envs of `make_env` (an `EnvOpener`, or a function returning a sync `Env`) and `llm`. Kept
+    tasks are appended to `cache_path` as each exploration finishes. A cache checkpointed for
+    the same seeds and `settings` is resumed (its finished explorations are not redone); one
+    for other seeds or settings is refused unless `force`. `progress(result)` is called after
+    each exploration.
     """
     if n < 0 or workers < 1:
         raise ValueError(f"need n >= 0 and workers >= 1, got n={n}, workers={workers}")
+    if executor is None:
+        if explorer is None or summarizer is None or make_env is None:
+            raise ValueError("give an executor, or explorer, summarizer and make_env")
+        executor = LocalExecutor(explorer, summarizer, as_opener(make_env), llm)
     cache_path = Path(cache_path)
-    _start_cache(cache_path)
-    started = time.perf_counter()
+    checkpoint = Checkpoint.open(cache_path, fingerprint(seeds, {"n": n, **(settings or {})}), force=force)
+    seed_ids = {seed.task_id for seed in seeds}
+    result = ExploreResult(
+        tasks=list(checkpoint.tasks),
+        explorations=len(seeds) * n,
+        per_seed={seed.task_id: 0 for seed in seeds},
+        dropped_by_filter={name: 0 for name, _ in filters},
+    )
+    known: dict[str, list[Task]] = {seed.task_id: [] for seed in seeds}
+    for task in checkpoint.tasks:
+        if task.seed_task_id in seed_ids:
+            known[task.seed_task_id].append(task)
+            result.per_seed[task.seed_task_id] += 1
     stage = _Stage(
-        explorer=explorer,
-        summarizer=summarizer,
-        filters=filters,
-        make_env=make_env,
-        cache_path=cache_path,
-        llm=llm,
-        result=ExploreResult(
-            explorations=len(seeds) * n,
-            per_seed={seed.task_id: 0 for seed in seeds},
-            dropped_by_filter={name: 0 for name, _ in filters},
-        ),
-        known={seed.task_id: [] for seed in seeds},
-        used_ids={seed.task_id for seed in seeds},
+        executor=executor, filters=filters, checkpoint=checkpoint, result=result, known=known,
+        used_ids=seed_ids | {task.task_id for task in checkpoint.tasks}, progress=progress,
     )
-    log.info("explore.started", seeds=len(seeds), n=n, workers=workers, cache=str(cache_path))
     # Round-major order: a seed's explorations are spread out, so later ones see more "known".
-    jobs = iter([(seed, i) for i in range(n) for seed in seeds])
-    async with asyncio.TaskGroup() as group:
-        for _ in range(min(workers, stage.result.explorations)):
-            group.create_task(stage.worker(jobs))
-    result = stage.result
+    todo = [(seed, i) for i in range(n) for seed in seeds if job_key(seed, i) not in checkpoint.done]
+    result.resumed = result.explorations - len(todo)
+    started = time.perf_counter()
+    log.info("explore.started", seeds=len(seeds), n=n, workers=workers, cache=str(cache_path),
+             resumed=result.resumed, todo=len(todo))
+    jobs = iter(todo)
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(min(workers, len(todo))):
+                group.create_task(stage.worker(jobs))
+        result.llm, result.summarizer = await executor.tallies()
+    finally:
+        await executor.aclose()
+    checkpoint.finish()
     result.seconds = time.perf_counter() - started
-    log.info(
-        "explore.finished",
-        tasks=len(result.tasks),
-        explorations=result.explorations,
-        failures=result.failures,
-        dropped_by_filter=result.dropped_by_filter,
-        seconds=round(result.seconds, 3),
-    )
+    log.info("explore.finished", tasks=len(result.tasks), explorations=result.explorations, resumed=result.resumed,
+             failures=result.failures, dropped_by_filter=result.dropped_by_filter, llm=result.llm,
+             seconds=round(result.seconds, 3))
     return result
 
 
@@ -171,20 +237,27 @@ def run_exploration(seeds: Sequence[Task], **options: Any) -> ExploreResult:
     return asyncio.run(explore_seeds(seeds, **options))
 
 
-def _start_cache(path: Path) -> None:
-    if path.is_file() and path.stat().st_size > 0:
-        raise FileExistsError(
-            f"exploration cache {path} already holds tasks; reuse it, or delete it to explore again"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("", encoding="utf-8")
-
-
 def _check_candidates(summarizer: Summarizer, candidates: object) -> None:
     if not isinstance(candidates, list) or not all(isinstance(t, Task) for t in candidates):
         raise TypeError(
             f"{type(summarizer).__name__}.summarize() must return a list of Task, got {candidates!r:.80}"
         )
+
+
+def usage_of(llm: Any) -> dict[str, int]:
+    """An LLM client's usage tally (`OpenAIChat.usage`), or nothing."""
+    usage = getattr(llm, "usage", None)
+    return dict(usage) if isinstance(usage, dict) else {}
+
+
+def counters_of(component: Any) -> dict[str, int]:
+    """A component's integer `stats` counters (e.g. a summarizer's malformed blocks), or nothing."""
+    stats = getattr(component, "stats", None)
+    return {k: v for k, v in stats.items() if isinstance(v, int)} if isinstance(stats, dict) else {}
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {key: value - before.get(key, 0) for key, value in after.items() if value - before.get(key, 0)}
 
 
 def _first_line(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
@@ -25,6 +25,9 @@ from beyondagent_core.registry import Registry
 from beyondagent_core.rundir import create_run_dir, run_dir_of
 from beyondagent_core.spec import Component, PluginsSection, Spec, load_spec_file, structured, validate_spec
 from beyondagent_core.types import Task, count_by_origin
+
+if TYPE_CHECKING:
+    from beyondagent_core.explore import ExploreResult
 
 log = structlog.get_logger("beyondagent.pipeline")
 
@@ -115,33 +118,121 @@ def exploration_components(spec: Spec) -> tuple[Component, Component, Component]
     return explorer, summarizer, env  # type: ignore[return-value]
 
 
-def explore(spec: Spec, seeds: list[Task], bad: BadRecords) -> list[Task]:
-    """Synthetic tasks: read from the cache when it exists, otherwise explore (when `n` > 0)."""
+def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: bool = False,
+            show_progress: bool = False) -> tuple[list[Task], ExploreResult | None]:
+    """Synthetic tasks: from a finished cache, else explored (resuming an interrupted one).
+
+    Returns the tasks and, when it explored, the stage's tallies. `force` explores again even
+    when the cache is finished or was made from other seeds or settings.
+    """
+    from beyondagent_core.explore_checkpoint import check_fingerprint, fingerprint, is_finished
+
+    spec = context.spec
     path = cache_path(spec)
-    if path.is_file():
+    finished = is_finished(path) if path.is_file() and not force else False
+    if finished and spec.explore.n > 0:  # a cache of ours: made from these seeds and settings?
+        check_fingerprint(path, fingerprint(seeds, {"n": spec.explore.n, **exploration_settings(spec)}))
+    if path.is_file() and not force and finished is not False:
         tasks = read_tasks(path, bad)
         log.info("explore.cache_used", cache=str(path), tasks=len(tasks))
-        return tasks
+        return tasks, None
     if spec.explore.n == 0:
-        return []
+        return [], None
     from beyondagent_core.explore import run_exploration
 
-    explorer, summarizer, env = exploration_components(spec)
-    # Explore into `<cache>.partial` and rename when done, so an interrupted exploration is
-    # never mistaken for a finished cache.
-    partial = path.with_name(path.name + ".partial")
-    if partial.exists():
-        raise RunError(f"an interrupted exploration left {partial}",
-                       hint="delete it to explore again from the start")
-    filters = [(f.name or "?", f.create()) for f in spec.filters]
-    with guarded(explorer, "exploration"):
+    explorer, _, _ = exploration_components(spec)
+    filters = [(f.name or "?", context.bound(f.create())) for f in spec.filters]
+    with guarded(explorer, "exploration"), exploration_progress(len(seeds) * spec.explore.n, show_progress) as progress:
         result = run_exploration(
-            seeds, n=spec.explore.n, workers=spec.explore.workers, explorer=explorer.create(),
-            summarizer=summarizer.create(), filters=filters, make_env=env.create, cache_path=partial,
+            seeds, n=spec.explore.n, workers=spec.explore.workers, filters=filters, cache_path=path,
+            executor=exploration_executor(context), settings=exploration_settings(spec), force=force,
+            progress=progress,
         )
-    partial.replace(path)
     log.info("explore.cached", cache=str(path), tasks=len(result.tasks), failures=result.failures)
-    return result.tasks
+    return result.tasks, result
+
+
+def exploration_executor(context: RunContext) -> Any:
+    """Where explorations run: this process, or Ray actors (`explore.executor: ray`)."""
+    from beyondagent_core.explore import LocalExecutor
+
+    block = context.spec.explore
+    if block.executor == "ray":
+        from beyondagent_core.explore_ray import RayExecutor
+
+        switches = context.manager.switches
+        loaded = sorted(name for name, record in context.manager.records.items() if record.status == "ok")
+        return RayExecutor(
+            spec_data=context.spec.resolved, spec_path=str(context.spec.path) if context.spec.path else None,
+            switches={"autoload": switches.autoload, "allow": loaded if switches.allow or not switches.autoload
+                      else [], "deny": sorted(switches.deny)},
+            run_dir=str(context.run_dir), workers=block.workers, actors=block.ray_actors,
+            num_cpus=block.ray_num_cpus, address=block.ray_address)
+    return LocalExecutor(context.build("explore"), context.build("explore.summarizer"), context.env_factory(),
+                         context.chat_llm())
+
+
+def exploration_settings(spec: Spec) -> dict[str, Any]:
+    """What decides which tasks an exploration makes (its cache's fingerprint, with the seeds)."""
+    resolved = spec.resolved
+    explore_block = {k: v for k, v in (resolved.get("explore") or {}).items()
+                     if k not in ("workers", "cache", "executor", "ray_address", "ray_actors", "ray_num_cpus")}
+    env = {k: v for k, v in (resolved.get("env") or {}).items() if k != "service"}
+    llm = resolved.get("llm")
+    if isinstance(llm, dict):
+        llm = {k: llm.get(k) for k in ("model", "base_url", "temperature", "top_p", "top_k", "max_tokens")}
+    return {"explore": explore_block, "env": env, "llm": llm}
+
+
+@contextlib.contextmanager
+def exploration_progress(total: int, show: bool) -> Iterator[Any]:
+    """A rich progress bar over explorations (when `show`); yields the engine's callback."""
+    if not show:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("exploring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[status]}"))
+    with Progress(*columns, transient=False) as bar:
+        task = bar.add_task("explore", total=total, status="")
+
+        def update(result: ExploreResult) -> None:
+            bar.update(task, completed=result.resumed + result.completed + result.failures, status=f"kept {len(result.tasks)}, failed {result.failures}")
+
+        yield update
+
+
+@attrs.define
+class ExploreReport:
+    """What `beyondagent explore` did: the seeds, the synthetic tasks, and the stage's tallies."""
+
+    seeds: list[Task]
+    tasks: list[Task]
+    result: ExploreResult | None  # None: a finished cache was used as it is
+    cache: Path
+
+
+def explore_only(session: Session, *, on_bad_record: OnBadRecord = "fail", force: bool = False,
+                 show_progress: bool = False) -> ExploreReport:
+    """Run the exploration stage alone (`beyondagent explore`); events go to the run directory."""
+    spec, manager = session.spec, session.manager
+    if spec.explore.n <= 0:
+        raise SpecError("explore.n is 0: there is nothing to explore", where=f"{spec.path}, key explore.n",
+                        hint="set explore.n (explorations per seed task), e.g. explore.n=4")
+    run_dir = run_dir_of(spec)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_events_to(run_dir / "events.jsonl")
+    info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
+    context = RunContext(spec=spec, info=info, manager=manager)
+    try:
+        bad = BadRecords(on_bad_record)
+        seeds = load_tasks(spec, "tasks.train", bad)
+        tasks, result = explore(context, seeds, bad, force=force, show_progress=show_progress)
+        return ExploreReport(seeds=seeds, tasks=tasks, result=result, cache=cache_path(spec))
+    finally:
+        context.close()
+        log_events_to(None)
 
 
 def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
@@ -152,7 +243,9 @@ def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
     val = load_tasks(spec, "tasks.val", bad)
     path = cache_path(spec)
     synthetic: list[Task] | None = None
-    if path.is_file():
+    from beyondagent_core.explore_checkpoint import is_finished
+
+    if path.is_file() and is_finished(path) is not False:
         synthetic, source = read_tasks(path, bad), f"cache {path}"
     elif spec.explore.n == 0:
         synthetic, source = [], "none (explore.n is 0)"
@@ -188,7 +281,7 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
         bad = BadRecords(on_bad_record)
         train = load_tasks(spec, "tasks.train", bad)
         val = load_tasks(spec, "tasks.val", bad)
-        synthetic = explore(spec, train, bad)
+        synthetic, _ = explore(context, train, bad)
         mixer, backend = spec.component("mixture"), spec.component("backend")
         with guarded(mixer, "building the mixer"):
             data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)

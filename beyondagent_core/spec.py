@@ -23,9 +23,11 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
 from beyondagent_core.errors import PluginError, SpecError
+from beyondagent_core.llm import LLMConfig
 from beyondagent_core.registry import Registration, Registry
 
 REDACTED = "***"
+POLICY_LLM = "policy"
 SECRET_WORDS = ("api_key", "apikey", "token", "password", "secret")
 
 
@@ -116,12 +118,22 @@ class EnvBlock:
 
 @attrs.define
 class ExploreBlock:
-    """Exploration settings; `name` is the explorer strategy. Skipped when `n` is 0."""
+    """Exploration settings; `name` is the explorer strategy. Skipped when `n` is 0.
+
+    `workers` explorations run at once, in this process (`executor: local`) or on
+    `ray_actors` Ray actors of `ray_num_cpus` CPUs each (`executor: ray`; `ray_address`
+    joins an existing cluster, otherwise a local Ray starts). `cache` is the JSON-lines
+    file of synthetic tasks (default: `synthetic_tasks.jsonl` in the run directory).
+    """
 
     name: str | None = None
     n: int = 0
     workers: int = 4
     cache: str | None = None
+    executor: str = attrs.field(default="local", validator=attrs.validators.in_(("local", "ray")))
+    ray_address: str | None = None
+    ray_actors: int = 2
+    ray_num_cpus: float = 0.25
 
 
 @attrs.define
@@ -216,6 +228,7 @@ class Spec:
     filters: list[Component]
     resolved: dict[str, Any]
     secrets: set[str] = attrs.field(factory=set)
+    llm: LLMConfig | str | None = None  # `llm:` an endpoint, "policy", or unset
 
     def component(self, key_path: str) -> Component | None:
         return self.components.get(key_path)
@@ -331,8 +344,22 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
     ]
     if filter_components:
         resolved["explore"]["filters"] = [_component_dict(c) for c in filter_components]
+    llm = _validate_llm(data.get("llm"), where)
+    if llm is not None:
+        resolved["llm"] = llm if isinstance(llm, str) else attrs.asdict(llm)
     return Spec(path=raw.path, components=components, filters=filter_components,
-                resolved=resolved, secrets=set(raw.secrets), **core)
+                resolved=resolved, secrets=set(raw.secrets), llm=llm, **core)
+
+
+def _validate_llm(value: Any, where: str) -> LLMConfig | str | None:
+    """The `llm` section: the model that explores and summarizes (an OpenAI-compatible endpoint),
+    or `policy` for the model being trained."""
+    if value is None or value == POLICY_LLM:
+        return value
+    if isinstance(value, str):
+        raise SpecError(f"llm must be {POLICY_LLM!r} or a mapping (model, base_url, ...), got {value!r}",
+                        where=f"{where}, key llm", hint="e.g. llm: {model: qwen2.5-7b, base_url: http://...}")
+    return structured(LLMConfig, _mapping(value, "llm", where), "llm", where)
 
 
 def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) -> Component:

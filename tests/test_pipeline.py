@@ -431,7 +431,6 @@ def test_exploration_synthesizes_caches_and_exports(inline, data, run_spec) -> N
     assert all(t.origin == "synthetic" for t in synthetic)
     ids = [t.task_id for t in synthetic]
     assert len(set(ids)) == len(ids) and not set(ids) & set(starts)
-    assert not cache.with_name(cache.name + ".partial").exists()
 
     exported = read_tasks(result.run_dir / "data" / "train.epoch0.jsonl")
     assert exported == seeds + synthetic
@@ -475,14 +474,25 @@ def test_exploration_needs_an_env(inline, data, run_spec) -> None:
         run_spec(spec, dry_run=True)
 
 
-def test_an_interrupted_exploration_is_not_mistaken_for_a_cache(inline, data, run_spec, tmp_path) -> None:
-    partial = tmp_path / "runs" / "r1" / "synthetic_tasks.jsonl.partial"
-    partial.parent.mkdir(parents=True)
-    partial.write_text("")
-    with pytest.raises(RunError, match="an interrupted exploration left") as info:
-        run_spec(explore_spec(data))
-    assert "delete it" in info.value.hint
-    assert inline.explorations == []
+def test_an_interrupted_exploration_resumes_and_another_seed_set_is_refused(inline, data, run_spec) -> None:
+    first = run_spec(explore_spec(data, n=1))
+    cache = first.run_dir / "synthetic_tasks.jsonl"
+    state = cache.with_name(cache.name + ".checkpoint.jsonl")
+    lines = state.read_text().splitlines(keepends=True)
+    assert json.loads(lines[-1])["finished"] is True
+    state.write_text("".join(lines[:-2]))  # as if killed before the last exploration was recorded
+    inline.explorations.clear()
+
+    again = run_spec(explore_spec(data, n=1))
+    assert len(inline.explorations) == 1  # only the exploration that was not recorded
+    assert len(read_tasks(again.run_dir / "synthetic_tasks.jsonl")) == 4
+    with pytest.raises(RunError, match="another seed set"):  # a finished cache is checked too
+        run_spec(explore_spec(data, n=2))
+
+    state.write_text("".join(lines[:-1]))
+    with pytest.raises(RunError, match="another seed set or other exploration settings") as info:
+        run_spec(explore_spec(data, n=2))
+    assert "--force" in info.value.hint
 
 
 def test_explore_n_zero_without_cache_means_no_synthetic_tasks(inline, data, run_spec) -> None:

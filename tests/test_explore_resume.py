@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from explore_resume_parts import N, SEEDS, explore
+from explore_resume_parts import SEEDS, N, explore
 
 from beyondagent_core.explore_checkpoint import checkpoint_path
 from beyondagent_core.jsonl import read_tasks

@@ -11,12 +11,18 @@ LLM and the env. Ray is imported only when this executor is selected.
 from __future__ import annotations
 
 import math
+import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from beyondagent_core.errors import RunError
 from beyondagent_core.types import Task
+
+log = structlog.get_logger(__name__)
 
 
 class ExplorationActor:
@@ -45,6 +51,10 @@ class ExplorationActor:
     async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:
         return await self.executor.tallies()
 
+    def where(self) -> dict[str, Any]:
+        """The process and node the actor runs in (logged by the driver)."""
+        return {"pid": os.getpid(), "node": socket.gethostname()}
+
     async def shutdown(self) -> None:
         await self.run.aclose()
 
@@ -66,6 +76,8 @@ class RayExecutor:
         actor_cls = ray.remote(num_cpus=num_cpus, max_concurrency=math.ceil(workers / count))(ExplorationActor)
         self.actors = [actor_cls.remote(spec_data, spec_path, switches, run_dir) for _ in range(count)]
         self._in_flight = [0] * count
+        log.info("explore.ray_actors", actors=ray.get([actor.where.remote() for actor in self.actors]),
+                 workers=workers, num_cpus=num_cpus)
 
     async def explore(self, seed: Task, known: Sequence[Task]) -> list[Task]:
         index = min(range(len(self.actors)), key=self._in_flight.__getitem__)  # the least busy actor

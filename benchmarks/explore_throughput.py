@@ -59,10 +59,10 @@ class TimedExecutor:
         self.inner = inner
         self.seconds: list[float] = []
 
-    async def explore(self, seed, known):
+    async def explore(self, seed, known, index):
         started = time.perf_counter()
         try:
-            return await self.inner.explore(seed, known)
+            return await self.inner.explore(seed, known, index)
         finally:
             self.seconds.append(time.perf_counter() - started)
 
@@ -74,14 +74,15 @@ class TimedExecutor:
 
 
 def components(base_url: str, steps: int):
-    from beyondagent_core.envs.local import LocalEnvOpener
-    from beyondagent_core.explore import LocalExecutor
-    from beyondagent_core.llm import LLMConfig, OpenAIChat
-    from beyondagent_core.synthesis.llm_summarizer import LLMSummarizer, LLMSummarizerConfig
     from beyondagent_plugin_gym.config import FrozenLakeConfig
     from beyondagent_plugin_gym.frozenlake import FrozenLake
     from beyondagent_plugin_random_explorer.config import RandomExplorerConfig
     from beyondagent_plugin_random_explorer.explorer import RandomExplorer
+
+    from beyondagent_core.envs.local import LocalEnvOpener
+    from beyondagent_core.explore import LocalExecutor
+    from beyondagent_core.llm import LLMConfig, OpenAIChat
+    from beyondagent_core.synthesis.llm_summarizer import LLMSummarizer, LLMSummarizerConfig
 
     llm = OpenAIChat(LLMConfig(model="stand-in", base_url=base_url, timeout=30.0, max_concurrency=256))
     explorer = RandomExplorer(RandomExplorerConfig(mode="llm", max_explore_step=steps))
@@ -111,7 +112,7 @@ async def barrier_run(executor, seeds: Sequence, n: int, workers: int, cache: Pa
     for i in range(n):
         for start in range(0, len(seeds), workers):
             batch = seeds[start:start + workers]
-            results = await asyncio.gather(*(executor.explore(seed, known[seed.task_id]) for seed in batch),
+            results = await asyncio.gather(*(executor.explore(seed, known[seed.task_id], i) for seed in batch),
                                            return_exceptions=True)
             for seed, found in zip(batch, results, strict=True):
                 found = [] if isinstance(found, BaseException) else found

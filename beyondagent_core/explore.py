@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -57,12 +58,15 @@ class ExploreResult:
 
 
 class Executor(Protocol):
-    """Where explorations run: `explore(seed, known)` -> the summarizer's candidates.
+    """Where explorations run: `explore(seed, known, index)` -> the summarizer's candidates.
+
+    `index` is which exploration of `seed` this is (0..n-1): explorers that take an `index`
+    keyword get it, so their random draws are the same wherever and whenever it runs.
 
     `tallies()` gives the LLM usage and the summarizer's counters since the executor started.
     """
 
-    async def explore(self, seed: Task, known: Sequence[Task]) -> list[Task]: ...
+    async def explore(self, seed: Task, known: Sequence[Task], index: int) -> list[Task]: ...
 
     async def tallies(self) -> tuple[dict[str, int], dict[str, int]]: ...
 
@@ -82,11 +86,12 @@ class LocalExecutor:
     def __attrs_post_init__(self) -> None:
         self._start = (usage_of(self.llm), counters_of(self.summarizer))
 
-    async def explore(self, seed: Task, known: Sequence[Task]) -> list[Task]:
+    async def explore(self, seed: Task, known: Sequence[Task], index: int) -> list[Task]:
+        extra = {"index": index} if _takes_index(self.explorer) else {}
         async with contextlib.AsyncExitStack() as stack:
             env = await self.envs.open()
             stack.push_async_callback(env.close)
-            trajectory = await self.explorer.explore(seed, env, self.llm)
+            trajectory = await self.explorer.explore(seed, env, self.llm, **extra)
         candidates = await self.summarizer.summarize(seed, trajectory, list(known), self.llm)
         _check_candidates(self.summarizer, candidates)
         return candidates
@@ -116,7 +121,7 @@ class _Stage:
     async def worker(self, jobs: Iterator[tuple[Task, int]]) -> None:
         for seed, i in jobs:
             try:
-                candidates = await self.executor.explore(seed, list(self.known[seed.task_id]))
+                candidates = await self.executor.explore(seed, list(self.known[seed.task_id]), i)
                 async with self.commit_lock:
                     await self.commit(seed, i, candidates)
                 self.result.completed += 1
@@ -242,6 +247,13 @@ def _check_candidates(summarizer: Summarizer, candidates: object) -> None:
         raise TypeError(
             f"{type(summarizer).__name__}.summarize() must return a list of Task, got {candidates!r:.80}"
         )
+
+
+def _takes_index(explorer: Explorer) -> bool:
+    try:
+        return "index" in inspect.signature(explorer.explore).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def usage_of(llm: Any) -> dict[str, int]:

@@ -44,8 +44,8 @@ class ExplorationActor:
         self.executor = LocalExecutor(self.run.build("explore"), self.run.build("explore.summarizer"),
                                       self.run.env_factory(), self.run.chat_llm())
 
-    async def explore(self, seed: dict[str, Any], known: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        candidates = await self.executor.explore(Task.from_dict(seed), [Task.from_dict(t) for t in known])
+    async def explore(self, seed: dict[str, Any], known: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+        candidates = await self.executor.explore(Task.from_dict(seed), [Task.from_dict(t) for t in known], index)
         return [task.to_dict() for task in candidates]
 
     async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -79,13 +79,14 @@ class RayExecutor:
         log.info("explore.ray_actors", actors=ray.get([actor.where.remote() for actor in self.actors]),
                  workers=workers, num_cpus=num_cpus)
 
-    async def explore(self, seed: Task, known: Sequence[Task]) -> list[Task]:
-        index = min(range(len(self.actors)), key=self._in_flight.__getitem__)  # the least busy actor
-        self._in_flight[index] += 1
+    async def explore(self, seed: Task, known: Sequence[Task], index: int) -> list[Task]:
+        slot = min(range(len(self.actors)), key=self._in_flight.__getitem__)  # the least busy actor
+        self._in_flight[slot] += 1
         try:
-            candidates = await self.actors[index].explore.remote(seed.to_dict(), [task.to_dict() for task in known])
+            candidates = await self.actors[slot].explore.remote(seed.to_dict(), [task.to_dict() for task in known],
+                                                             index)
         finally:
-            self._in_flight[index] -= 1
+            self._in_flight[slot] -= 1
         return [Task.from_dict(task) for task in candidates]
 
     async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:

@@ -205,7 +205,7 @@ class Inline:
 
     @hookimpl
     def beyondagent_task_filters(self):
-        return [TaskFilterSpec(name="min_confidence", factory=MinConfidenceDedup, config_cls=MinConfidenceConfig)]
+        return [TaskFilterSpec(name="confident", factory=MinConfidenceDedup, config_cls=MinConfidenceConfig)]
 
     @hookimpl
     def beyondagent_run_started(self, run):
@@ -393,7 +393,7 @@ def test_dry_run_counts_after_mixing_without_a_run_dir(inline, data, run_spec, t
 def test_dry_run_before_exploration_does_not_explore(inline, data, run_spec, tmp_path) -> None:
     spec = base_spec(data, env={"name": "line"},
                      explore={"name": "walker", "n": 2, "summarizer": {"name": "reached"},
-                              "filters": [{"name": "min_confidence"}]})
+                              "filters": [{"name": "confident"}]})
     plan = run_spec(spec, dry_run=True).plan
     assert plan.synthetic is None and plan.mixed is None
     assert plan.synthetic_source == (f"to be explored: 4 seeds x 2, cached in "
@@ -409,7 +409,7 @@ def test_dry_run_before_exploration_does_not_explore(inline, data, run_spec, tmp
 
 def explore_spec(data: dict[str, Path], **explore: Any) -> dict[str, Any]:
     block = {"name": "walker", "n": 2, "workers": 2, "moves": 2,
-             "summarizer": {"name": "reached"}, "filters": [{"name": "min_confidence", "threshold": 0.5}]}
+             "summarizer": {"name": "reached"}, "filters": [{"name": "confident", "threshold": 0.5}]}
     block.update(explore)
     return base_spec(data, env={"name": "line"}, explore=block, backend={"name": "export", "epochs": 1},
                      mixture={"name": "rotate", "rotate": False})

@@ -78,7 +78,7 @@ class InlinePlugin:
 
     @hookimpl
     def beyondagent_task_filters(self) -> list[TaskFilterSpec]:
-        return [TaskFilterSpec(name="min_confidence", factory=MinConfidence, config_cls=MinConfidenceConfig)]
+        return [TaskFilterSpec(name="confident", factory=MinConfidence, config_cls=MinConfidenceConfig)]
 
     @hookimpl
     def beyondagent_explorers(self) -> list[ExplorerSpec]:
@@ -483,7 +483,7 @@ def test_plugin_slash_name_of_a_plugin_without_it(two_providers: Registry) -> No
 def test_explore_filters_are_validated_in_order(registry: Registry) -> None:
     data = with_(explore={
         "name": "wander", "n": 2, "max_steps": 4,
-        "filters": [{"name": "min_confidence", "threshold": 0.8}, {"name": "inline/min_confidence"}],
+        "filters": [{"name": "confident", "threshold": 0.8}, {"name": "inline/confident"}],
     })
     spec = validate(registry, data)
     assert [f.key_path for f in spec.filters] == ["explore.filters[0]", "explore.filters[1]"]
@@ -492,21 +492,21 @@ def test_explore_filters_are_validated_in_order(registry: Registry) -> None:
     assert spec.explore.n == 2
     assert spec.component("explore").config == WanderConfig(max_steps=4)
     assert spec.resolved["explore"]["filters"] == [
-        {"name": "min_confidence", "threshold": 0.8}, {"name": "inline/min_confidence", "threshold": 0.5}]
+        {"name": "confident", "threshold": 0.8}, {"name": "inline/confident", "threshold": 0.5}]
     assert spec.resolved["explore"]["max_steps"] == 4
 
 
 def test_unknown_filter_name_points_at_its_list_index(registry: Registry) -> None:
-    data = with_(explore={"filters": [{"name": "min_confidence"}, {"name": "dedup"}]})
+    data = with_(explore={"filters": [{"name": "confident"}, {"name": "no_such_filter"}]})
     with pytest.raises(UnknownComponentError) as info:
         validate(registry, data)
     assert info.value.where == "the spec, key explore.filters[1].name"
-    assert "unknown task filter 'dedup'" in info.value.message
-    assert "min_confidence" in info.value.message
+    assert "unknown task filter 'no_such_filter'" in info.value.message
+    assert "confident" in info.value.message
 
 
 def test_unknown_key_in_a_filter_points_at_its_list_index(registry: Registry) -> None:
-    error = spec_error(registry, with_(explore={"filters": [{"name": "min_confidence", "threshhold": 0.9}]}))
+    error = spec_error(registry, with_(explore={"filters": [{"name": "confident", "threshhold": 0.9}]}))
     assert error.message == "unknown key explore.filters[0].threshhold; did you mean explore.filters[0].threshold?"
 
 

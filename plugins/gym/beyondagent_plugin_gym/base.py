@@ -9,6 +9,12 @@ gymnasium's env classes are built directly rather than through `gymnasium.make`,
 changed within 1.x (Taxi-v3 became Taxi-v4), so `max_steps` is the only time limit. Every
 turn counts against it, invalid answers too, so a model that never answers validly still
 ends its episode.
+
+Two optional env methods serve exploration: `valid_actions()` (the actions worth taking now)
+and `describe_achieved()` (the goals the episode has achieved so far, see `goals.py`). A task
+with `metadata["goal"]` is goal-conditioned: the same start, its query (or the goal's own
+wording) as the first message, step reward 1 when the goal is achieved (which ends the
+episode) and 0 otherwise, and `evaluate()` succeeds exactly when the goal was achieved.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import attrs
 from beyondagent_core import EnvReset, EnvStep, Reward, Task
 from beyondagent_plugin_gym.actions import parse_action
 from beyondagent_plugin_gym.config import GAMES, check_episode_config
+from beyondagent_plugin_gym.goals import Goal, goal_key
 from beyondagent_plugin_gym.seeds import check_split, split_task_id
 
 Message = dict[str, Any]
@@ -39,6 +46,14 @@ class Episode:
     ended_by_game: bool = False
     truncated: bool = False
     out_of_steps: bool = False
+    start_state: int = 0
+    goal: Goal | None = None
+    """The goal of a goal-conditioned task (None: the game's own objective)."""
+    goal_reached: bool = False
+    achieved: list[Goal] = attrs.field(factory=list)
+    """Goals this episode's transitions achieved, in the order first achieved."""
+    spoiled: str | None = None
+    """Why later transitions achieve nothing any more (e.g. the player fell off the cliff)."""
 
     @property
     def over(self) -> bool:
@@ -114,6 +129,26 @@ class TextGymEnv:
         """How an episode that gymnasium ended without success ended (e.g. a hole)."""
         return self.unfinished_text
 
+    def valid_action_indices(self, state: int) -> list[int]:
+        """The actions worth taking in `state` (default: all of them)."""
+        return list(range(len(self.actions)))
+
+    def check_goal(self, task_id: str, goal: Any) -> Goal:
+        """`goal` (a task's `metadata["goal"]`) checked against the current start; ValueError if bad."""
+        raise ValueError(f"task {task_id!r}: {self.name} has no goal-conditioned tasks")
+
+    def goal_query(self, goal: Goal) -> str:
+        """The natural-language task that asks for `goal`."""
+        raise NotImplementedError
+
+    def goals_reached(self, start: int, before: int, action: int, after: int, reward: float) -> list[Goal]:
+        """The goals the transition `before -action-> after` achieves (`start`: the episode's first state)."""
+        return []
+
+    def spoils_goals(self, before: int, action: int, after: int, reward: float) -> str | None:
+        """Why this transition makes every goal fail from now on (None: it does not)."""
+        return None
+
     # --- the Env protocol -----------------------------------------------------------------
 
     def task_ids(self, split: str) -> list[str]:
@@ -130,15 +165,29 @@ class TextGymEnv:
             self._gym.close()
         self._gym = start.env
         state = start.state
-        self._episode = Episode(task_id=task.task_id, seed=start.seed, state=state)
-        goal = task.query or self.default_goal()
+        goal = self.check_goal(task.task_id, task.metadata["goal"]) if "goal" in task.metadata else None
+        self._episode = Episode(task_id=task.task_id, seed=start.seed, state=state, start_state=state, goal=goal)
+        query = task.query or (self.default_goal() if goal is None else self.goal_query(goal))
         messages = [
             {"role": "system", "content": self.instructions()},
-            {"role": "user", "content": f"{goal}\n{self.describe(state)}"},
+            {"role": "user", "content": f"{query}\n{self.describe(state)}"},
         ]
-        info = {"task_id": task.task_id, "metadata": start.metadata, "actions": list(self.actions),
+        metadata = start.metadata if goal is None else {**start.metadata, "goal": goal}
+        info = {"task_id": task.task_id, "metadata": metadata, "actions": list(self.actions),
                 "max_steps": self.config.max_steps}
         return EnvReset(messages=messages, info=info)
+
+    def valid_actions(self) -> list[str]:
+        """The actions worth taking now, as names `step` accepts; none once the episode is over."""
+        episode = self._current("valid_actions")
+        if episode.over:
+            return []
+        return [self.actions[index] for index in self.valid_action_indices(episode.state)]
+
+    def describe_achieved(self) -> list[dict[str, Any]]:
+        """The goals achieved so far: `[{"query": ..., "goal": {...}}]`, in the order first achieved."""
+        episode = self._current("describe_achieved")
+        return [{"query": self.goal_query(goal), "goal": dict(goal)} for goal in episode.achieved]
 
     def step(self, action: Message) -> EnvStep:
         episode = self._current("step")
@@ -153,10 +202,15 @@ class TextGymEnv:
             observation = (f"Invalid action {_quote(text)} ({parsed.problem}). "
                            f"Answer with one of: {', '.join(self.actions)}.")
         else:
+            before = episode.state
             state, gym_reward, terminated, truncated, _ = self._gym.step(parsed.index)
             episode.state, reward = int(state), float(gym_reward)
             episode.ended_by_game, episode.truncated = bool(terminated), bool(truncated)
-            observation = self.describe(episode.state, parsed.index, reward, episode.ended_by_game)
+            observation = self.describe(episode.state, parsed.index, reward, bool(terminated))
+            reached = self._record_goals(episode, before, parsed.index, reward)
+            if episode.goal is not None:
+                reward, note = self._goal_outcome(episode, reached)
+                observation += note
         if not episode.over and episode.steps >= self.config.max_steps:
             episode.out_of_steps = True
             observation += f"\nOut of steps: the episode ends after {self.config.max_steps} steps."
@@ -175,6 +229,8 @@ class TextGymEnv:
 
     def evaluate(self) -> Reward:
         episode = self._current("evaluate")
+        if episode.goal is not None:
+            return self._evaluate_goal(episode)
         success = episode.ended_by_game and self.is_success(episode.state)
         if success:
             outcome, reason = "success", f"{self.success_text} in {_count(episode.steps, 'step')}"
@@ -202,6 +258,56 @@ class TextGymEnv:
             raise RuntimeError(f"{self.name}: {method}() before reset()")
         return self._episode
 
+    # --- goals ----------------------------------------------------------------------------
+
+    def _record_goals(self, episode: Episode, before: int, action: int, reward: float) -> list[str]:
+        """Add the goals this transition achieves to `episode.achieved`; return the keys of all it achieves."""
+        if episode.spoiled is not None:
+            return []
+        episode.spoiled = self.spoils_goals(before, action, episode.state, reward)
+        if episode.spoiled is not None:
+            return []
+        goals = self.goals_reached(episode.start_state, before, action, episode.state, reward)
+        known = {goal_key(goal) for goal in episode.achieved}
+        for goal in goals:
+            if goal_key(goal) not in known:
+                known.add(goal_key(goal))
+                episode.achieved.append(goal)
+        return [goal_key(goal) for goal in goals]
+
+    def _goal_outcome(self, episode: Episode, reached: list[str]) -> tuple[float, str]:
+        """A goal task's step reward and the line the observation gains (the game's own reward is not used)."""
+        assert episode.goal is not None
+        if goal_key(episode.goal) in reached:
+            episode.goal_reached = episode.ended_by_game = True
+            return 1.0, f"\nYou achieved the goal: {self.goal_query(episode.goal)}"
+        if episode.spoiled is not None:
+            episode.ended_by_game = True
+            return 0.0, f"\nThe goal can no longer be achieved ({episode.spoiled}); the episode is over."
+        if episode.ended_by_game:
+            return 0.0, "\nThe game is over without achieving the goal."
+        return 0.0, ""
+
+    def _evaluate_goal(self, episode: Episode) -> Reward:
+        assert episode.goal is not None
+        steps = _count(episode.steps, "step")
+        if episode.goal_reached:
+            outcome, reason = "success", f"achieved the goal in {steps}"
+        elif episode.spoiled is not None:
+            outcome, reason = "failed", f"{episode.spoiled} after {steps}; the goal was not achieved"
+        elif episode.ended_by_game:
+            ended = self.success_text if self.is_success(episode.state) else self.failure_text(episode.state)
+            outcome, reason = "failed", f"the game ended ({ended}) after {steps} without achieving the goal"
+        elif episode.over:
+            outcome, reason = "out_of_steps", f"did not achieve the goal within max_steps={self.config.max_steps}"
+        else:
+            outcome, reason = "in_progress", f"has not achieved the goal yet ({steps} so far)"
+        if episode.invalid_actions:
+            reason += f"; {_count(episode.invalid_actions, 'invalid action')}"
+        details = {"outcome": outcome, "steps": episode.steps, "invalid_actions": episode.invalid_actions,
+                   "seed": episode.seed, "max_steps": self.config.max_steps, "goal": dict(episode.goal)}
+        return Reward(score=float(episode.score), success=episode.goal_reached, reason=reason, details=details)
+
 
 
 def mark(rows: Sequence[str], row: int, col: int, marker: str) -> list[str]:
@@ -209,6 +315,13 @@ def mark(rows: Sequence[str], row: int, col: int, marker: str) -> list[str]:
     marked = list(rows)
     marked[row] = marked[row][:col] + marker + marked[row][col + 1:]
     return marked
+
+
+def moves_on_grid(state: int, n_rows: int, n_cols: int, actions: Sequence[str]) -> list[int]:
+    """The indices of the moves in `actions` (named left/down/right/up) that stay on an n_rows x n_cols grid."""
+    row, col = divmod(state, n_cols)
+    stays = {"left": col > 0, "down": row < n_rows - 1, "right": col < n_cols - 1, "up": row > 0}
+    return [index for index, name in enumerate(actions) if stays[name]]
 
 
 def _content(action: Any) -> str:

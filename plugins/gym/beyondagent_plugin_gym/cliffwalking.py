@@ -23,8 +23,9 @@ from typing import ClassVar
 from gymnasium.envs.toy_text import CliffWalkingEnv
 
 from beyondagent_core import Task
-from beyondagent_plugin_gym.base import Start, TextGymEnv, mark
+from beyondagent_plugin_gym.base import Start, TextGymEnv, mark, moves_on_grid
 from beyondagent_plugin_gym.config import CliffWalkingConfig
+from beyondagent_plugin_gym.goals import Goal, bad_goal, check_cell, check_goal_shape, reach
 from beyondagent_plugin_gym.metadata import TaskMetadata
 
 # gymnasium's layout, which it does not expose as data: a 4x12 grid, the cliff between start and goal.
@@ -74,3 +75,27 @@ class CliffWalking(TextGymEnv):
         elif terminated:
             lines.append("You reached the goal!")
         return "\n".join(lines)
+
+    # --- exploration: valid actions, goals --------------------------------------------------
+
+    def valid_action_indices(self, state: int) -> list[int]:
+        """The moves that stay on the grid (stepping into the cliff is allowed: exploring finds it)."""
+        return moves_on_grid(state, len(GRID), COLUMNS, self.actions)
+
+    def check_goal(self, task_id: str, goal: object) -> Goal:
+        goal = check_goal_shape(task_id, goal, ["reach"])
+        row, col = check_cell(task_id, goal, len(GRID), COLUMNS)
+        if GRID[row][col] == "C":
+            raise bad_goal(task_id, goal, "is a cliff cell")
+        return goal
+
+    def goal_query(self, goal: Goal) -> str:
+        return f"Reach row {goal['row']}, column {goal['col']} without stepping into the cliff."
+
+    def goals_reached(self, start: int, before: int, action: int, after: int, reward: float) -> list[Goal]:
+        """Each cell the player steps onto, except the start."""
+        return [] if after in (start, before) else [reach(*divmod(after, COLUMNS))]
+
+    def spoils_goals(self, before: int, action: int, after: int, reward: float) -> str | None:
+        # Every goal says "without stepping into the cliff": a fall ends what the episode can still achieve.
+        return "fell off the cliff" if reward == CLIFF_REWARD else None

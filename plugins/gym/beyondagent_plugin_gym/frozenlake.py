@@ -23,8 +23,9 @@ from gymnasium.envs.toy_text import FrozenLakeEnv
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from beyondagent_core import Task
-from beyondagent_plugin_gym.base import Start, TextGymEnv, mark
+from beyondagent_plugin_gym.base import Start, TextGymEnv, mark, moves_on_grid
 from beyondagent_plugin_gym.config import FrozenLakeConfig, check_frozenlake_config
+from beyondagent_plugin_gym.goals import Goal, bad_goal, check_cell, check_goal_shape, reach
 from beyondagent_plugin_gym.metadata import TaskMetadata
 
 TILES = "SFHG"
@@ -103,8 +104,32 @@ class FrozenLake(TextGymEnv):
         row, col = divmod(state, len(self.map[0]))
         return f"fell into a hole at row {row}, column {col}"
 
+    # --- exploration: valid actions, goals --------------------------------------------------
+
+    def valid_action_indices(self, state: int) -> list[int]:
+        """The moves that stay on the map (a move off it wastes a step)."""
+        return moves_on_grid(state, len(self.map), len(self.map[0]), self.actions)
+
+    def check_goal(self, task_id: str, goal: object) -> Goal:
+        goal = check_goal_shape(task_id, goal, ["reach"])
+        row, col = check_cell(task_id, goal, len(self.map), len(self.map[0]))
+        if self.map[row][col] == "H":
+            raise bad_goal(task_id, goal, "is a hole on this map")
+        return goal
+
+    def goal_query(self, goal: Goal) -> str:
+        return f"Reach row {goal['row']}, column {goal['col']} of this map without falling into a hole."
+
+    def goals_reached(self, start: int, before: int, action: int, after: int, reward: float) -> list[Goal]:
+        """Each safe cell the player steps onto, except the start."""
+        row, col = divmod(after, len(self.map[0]))
+        if after == start or self.map[row][col] == "H":
+            return []
+        return [reach(row, col)]
+
 
 def _check_tiles(meta: TaskMetadata, rows: list[str]) -> None:
     tiles = "".join(rows)
     if set(tiles) - set(TILES) or tiles.count("S") != 1 or "G" not in tiles:
         raise meta.error("map", f"rows of {', '.join(TILES)} with one S and at least one G", rows)
+

@@ -26,6 +26,7 @@ from gymnasium.envs.toy_text.taxi import MAP
 
 from beyondagent_core import Task
 from beyondagent_plugin_gym.base import Start, TextGymEnv
+from beyondagent_plugin_gym.goals import Goal, check_cell, check_goal_shape, reach
 from beyondagent_plugin_gym.metadata import TaskMetadata
 
 STOPS: tuple[tuple[str, int, int], ...] = (("R", 0, 0), ("G", 0, 4), ("Y", 4, 0), ("B", 4, 3))
@@ -91,6 +92,47 @@ class Taxi(TextGymEnv):
         elif action == DROPOFF and not terminated:
             lines.append(f"You dropped the passenger at {STOPS[passenger][0]}, which is not the destination.")
         return "\n".join(lines)
+
+    # --- exploration: valid actions, goals --------------------------------------------------
+
+    def valid_action_indices(self, state: int) -> list[int]:
+        """gymnasium's action mask: moves not blocked by a wall or the edge, a pickup or dropoff that is allowed."""
+        return [int(index) for index in self._gym.action_mask(state).nonzero()[0]]
+
+    def check_goal(self, task_id: str, goal: object) -> Goal:
+        goal = check_goal_shape(task_id, goal, ["reach", "pickup", "dropoff"])
+        if goal["kind"] == "reach":
+            check_cell(task_id, goal, 5, 5)
+        elif goal["kind"] == "pickup" and set(goal) != {"kind"}:
+            raise ValueError(f'task {task_id!r}: metadata.goal of kind pickup must be {{"kind": "pickup"}}, got {goal}')
+        elif goal["kind"] == "dropoff" and (set(goal) != {"kind", "stop"} or goal["stop"] not in STOP_LETTERS):
+            raise ValueError(f"task {task_id!r}: metadata.goal of kind dropoff must be "
+                             f'{{"kind": "dropoff", "stop": one of {", ".join(STOP_LETTERS)}}}, got {goal}')
+        return goal
+
+    def goal_query(self, goal: Goal) -> str:
+        if goal["kind"] == "reach":
+            return f"Drive the taxi to row {goal['row']}, column {goal['col']}."
+        if goal["kind"] == "pickup":
+            return "Drive to the passenger and pick them up."
+        return f"Pick up the passenger and drop them off at stop {_stop(STOP_LETTERS.index(goal['stop']))}."
+
+    def goals_reached(self, start: int, before: int, action: int, after: int, reward: float) -> list[Goal]:
+        """A cell the taxi drives onto (not its start cell), picking the passenger up, dropping them at a stop."""
+        row0, col0, _, _ = self._gym.decode(start)
+        row1, col1, passenger1, _ = self._gym.decode(before)
+        row, col, passenger, _ = (int(x) for x in self._gym.decode(after))
+        goals: list[Goal] = []
+        if (row, col) != (row1, col1) and (row, col) != (row0, col0):
+            goals.append(reach(row, col))
+        if passenger1 != IN_TAXI and passenger == IN_TAXI:
+            goals.append({"kind": "pickup"})
+        if passenger1 == IN_TAXI and passenger != IN_TAXI:
+            goals.append({"kind": "dropoff", "stop": STOP_LETTERS[passenger]})
+        return goals
+
+
+STOP_LETTERS: tuple[str, ...] = tuple(letter for letter, _, _ in STOPS)
 
 
 def _stop(index: int) -> str:

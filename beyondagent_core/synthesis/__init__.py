@@ -1,0 +1,1 @@
+"""Task synthesis: summarizers that turn exploration trajectories into tasks, and task filters."""

@@ -1,0 +1,184 @@
+"""`feasibility` filter: keep a synthetic task only if re-running it with its reference succeeds.
+
+Each candidate is run as an ordinary episode (the run's workflow, a fresh env from the seed's
+initial state, the task's own judge) by one of two solvers:
+
+- `llm`: the run's chat LLM solves the task with its reference solution appended to the query
+  as a hint (AgentEvolver's check);
+- `replay`: no LLM. A `ReplayLLM` answers each model turn with the next action of the
+  reference (`ground_truth`: a list of actions, or a text with one action per line), so the
+  reference itself is verified step by step in a fresh env: the offline check for
+  hindsight tasks.
+
+A task is kept when any of `attempts` runs ends without error and its reward says success.
+With `rewrite_reference` a kept task's `ground_truth` becomes the actions of the successful
+run (for `replay`, the prefix of the reference that already succeeded). The run services
+come from `bind(run)` (the core calls it after building the filter); tests pass `runner` and
+`llm` to the constructor instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+import structlog
+
+from beyondagent_core.errors import RunError
+from beyondagent_core.protocols import ChatLLM, Message
+from beyondagent_core.runtime.tokens import ContextLengthExceeded
+from beyondagent_core.types import Task, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from beyondagent_core.context import RunContext
+
+log = structlog.get_logger("beyondagent.feasibility")
+
+SOLVERS: tuple[str, ...] = ("llm", "replay")
+WHERE = "explore.filters (feasibility)"
+
+
+class EpisodeRunnerLike(Protocol):
+    """What the filter needs from the run: `RunContext.episode_runner()`."""
+
+    async def run(self, task: Task, llm: ChatLLM) -> Trajectory: ...
+
+
+def _at_least_one(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if value < 1:
+        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
+
+
+def _solver(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in SOLVERS:
+        raise ValueError(f"{attribute.name} must be one of {', '.join(SOLVERS)}, got {value!r}")
+
+
+def _hint_template(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if "{reference}" not in value:
+        raise ValueError(f"{attribute.name} must contain '{{reference}}', got {value!r}")
+
+
+@attrs.define
+class FeasibilityConfig:
+    """`solver`: `llm` (solve with the reference as a hint) or `replay` (replay the reference,
+    no LLM). `attempts`: runs per task; one success keeps it. `rewrite_reference`: replace a
+    kept task's reference with the successful run's actions. `concurrency`: episodes at once.
+    `hint`: appended to the query for the `llm` solver; `{reference}` is the reference.
+    """
+
+    solver: str = attrs.field(default="llm", validator=_solver)
+    attempts: int = attrs.field(default=1, validator=_at_least_one)
+    rewrite_reference: bool = False
+    concurrency: int = attrs.field(default=8, validator=_at_least_one)
+    hint: str = attrs.field(default="\n\nHint: a reference solution is:\n{reference}", validator=_hint_template)
+
+
+class ReferenceExhausted(ContextLengthExceeded):
+    """The replayed reference has no more actions.
+
+    A `ContextLengthExceeded`, because that is how a workflow learns that the model will say
+    no more: the react workflow then stops and evaluates the episode (which fails unless the
+    reference already succeeded); another workflow ends the episode with an error.
+    """
+
+
+class ReplayLLM:
+    """A `ChatLLM` that answers with the next action of a reference solution, ignoring the messages."""
+
+    def __init__(self, actions: Sequence[str]):
+        self.actions = list(actions)
+        self._next: Iterator[str] = iter(self.actions)
+
+    async def chat(self, messages: Sequence[Message], **sampling: Any) -> Turn:
+        try:
+            return Turn(role="assistant", content=next(self._next))
+        except StopIteration:
+            raise ReferenceExhausted(f"the reference has no more actions (it has {len(self.actions)})") from None
+
+
+def reference_actions(ground_truth: Any) -> list[str] | None:
+    """The reference as a list of actions: a list of strings, or a text with one action per line."""
+    if isinstance(ground_truth, str):
+        actions = [line.strip() for line in ground_truth.splitlines() if line.strip()]
+        return actions or None
+    if isinstance(ground_truth, (list, tuple)) and ground_truth and all(isinstance(a, str) for a in ground_truth):
+        return list(ground_truth)
+    return None
+
+
+def format_reference(ground_truth: Any) -> str:
+    actions = reference_actions(ground_truth)
+    if actions is not None:
+        return "\n".join(f"{i}. {action}" for i, action in enumerate(actions, 1))
+    return ground_truth if isinstance(ground_truth, str) else json.dumps(ground_truth, ensure_ascii=False, default=str)
+
+
+class Feasibility:
+    """The `TaskFilter` protocol; `stats` counts kept, infeasible, failed runs and unusable references."""
+
+    def __init__(self, config: FeasibilityConfig | None = None, *, runner: EpisodeRunnerLike | None = None,
+                 llm: ChatLLM | None = None):
+        self.config = config or FeasibilityConfig()
+        self.runner = runner
+        self.llm = llm
+        self.stats: Counter[str] = Counter()
+
+    def bind(self, run: RunContext) -> None:
+        """Take the run's episode runner (and its chat LLM for the `llm` solver)."""
+        self.runner = run.episode_runner()
+        if self.config.solver == "llm":
+            self.llm = run.chat_llm()
+
+    async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]:
+        self._check_ready()
+        limit = asyncio.Semaphore(self.config.concurrency)
+        checked = await asyncio.gather(*(self._check(task, limit) for task in candidates))
+        return [task for task in checked if task is not None]
+
+    def _check_ready(self) -> None:
+        if self.runner is None:
+            raise RunError("the feasibility filter has no way to run episodes", where=WHERE,
+                           hint="it runs inside `beyondagent run|explore`; in code, pass runner=EpisodeRunner(...)")
+        if self.config.solver == "llm" and self.llm is None:
+            raise RunError("the feasibility filter with solver: llm needs an LLM, but none is configured",
+                           where=f"{WHERE}, key solver",
+                           hint="set `llm` in the spec, or use solver: replay to replay each reference without an LLM")
+
+    async def _check(self, task: Task, limit: asyncio.Semaphore) -> Task | None:
+        actions = reference_actions(task.ground_truth)
+        if self.config.solver == "replay" and actions is None:
+            return self._drop(task, "no_reference", "its ground_truth is not a list of actions to replay")
+        for attempt in range(self.config.attempts):
+            episode_task, llm = self._episode(task, actions)
+            async with limit:
+                trajectory = await self.runner.run(episode_task, llm)  # type: ignore[union-attr]
+            if trajectory.error is not None:
+                self.stats["run_errors"] += 1
+                log.info("feasibility.run_failed", task=task.task_id, attempt=attempt, error=trajectory.error)
+            elif trajectory.reward is not None and trajectory.reward.success:
+                self.stats["kept"] += 1
+                if self.config.rewrite_reference:
+                    solution = [turn.content for turn in trajectory.turns if turn.role == "assistant"]
+                    return attrs.evolve(task, ground_truth=solution)
+                return task
+        reason = trajectory.reward.reason if trajectory.reward is not None else "no reward"
+        return self._drop(task, "infeasible", reason)
+
+    def _episode(self, task: Task, actions: list[str] | None) -> tuple[Task, ChatLLM]:
+        """The task as the solver runs it, and the LLM that answers."""
+        if self.config.solver == "replay":
+            return task, ReplayLLM(actions or [])
+        if task.query and task.ground_truth is not None:
+            hint = self.config.hint.replace("{reference}", format_reference(task.ground_truth))
+            task = attrs.evolve(task, query=task.query + hint)
+        return task, self.llm  # type: ignore[return-value]
+
+    def _drop(self, task: Task, why: str, detail: str) -> None:
+        self.stats[why] += 1
+        log.info("feasibility.dropped", task=task.task_id, why=why, detail=detail)
+        return None

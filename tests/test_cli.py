@@ -93,8 +93,11 @@ def test_plugins_json_shape(cli, make_dist) -> None:
     assert by_name["builtin"] == {
         "name": "builtin", "distribution": "beyondagent", "version": "0.1.0",
         "entry_point": "beyondagent_core.builtin", "status": "ok", "error": None,
-        "hooks": ["beyondagent_backends", "beyondagent_task_sources", "beyondagent_workflows"],
-        "provides": {"task_source": ["jsonl", "parquet"], "workflow": ["react"], "backend": ["export"]},
+        "hooks": ["beyondagent_backends", "beyondagent_rewards", "beyondagent_summarizers",
+                  "beyondagent_task_filters", "beyondagent_task_sources", "beyondagent_workflows"],
+        "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"],
+                     "backend": ["export"], "summarizer": ["llm", "hindsight"],
+                     "task_filter": ["dedup", "min_confidence", "feasibility"], "reward": ["env", "llm_judge"]},
         "conflicts": {},
     }
     assert by_name["mixers"]["provides"] == {"mixer": ["original", "synthetic", "ratio"]}

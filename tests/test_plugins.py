@@ -194,7 +194,11 @@ def test_builtin_is_always_there(dists: Path) -> None:
         record = PluginManager(switches).load().records["builtin"]
         assert record.status == "ok"
         assert record.provider == f"beyondagent {__version__} (builtin)" == "beyondagent 0.1.0 (builtin)"
-        assert record.provides == {"task_source": ["jsonl", "parquet"], "workflow": ["react"], "backend": ["export"]}
+        assert record.provides == {
+            "task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"], "backend": ["export"],
+            "summarizer": ["llm", "hindsight"], "task_filter": ["dedup", "min_confidence", "feasibility"],
+            "reward": ["env", "llm_judge"],
+        }
 
 
 def test_the_same_entry_point_from_two_distributions_keeps_the_first(make_dist, site: Path,

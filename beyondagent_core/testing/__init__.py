@@ -9,6 +9,8 @@ in a conftest. Fixtures:
 - `registry`: a `Registry` over `plugin_manager` (build it after registering inline plugins).
 - `run_spec(spec, *overrides, dry_run=False)`: run a spec (a dict or a path) in a temporary
   directory with `plugin_manager`'s plugins; returns a `SpecRun` (run_dir, metrics, plan).
+- `openai_server`: a started `ScriptedOpenAIServer` on loopback (an OpenAI-compatible stand-in for
+  a hosted LLM, `beyondagent_core.testing.openai_server`); script it with `push(...)`.
 
 Contract suites to subclass live in `beyondagent_core.testing.contracts`.
 """
@@ -94,3 +96,12 @@ def run_spec(plugin_manager: PluginManager, tmp_path: Path,
         return SpecRun(run_dir=run_dir, metrics=pipeline.run(session, on_bad_record=on_bad_record, resume=resume))
 
     yield run
+
+
+@pytest.fixture
+def openai_server() -> Iterator[Any]:
+    """A local OpenAI-compatible server replaying scripted replies; it stands in for a hosted LLM."""
+    from beyondagent_core.testing.openai_server import ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer() as server:
+        yield server

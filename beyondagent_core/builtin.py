@@ -5,12 +5,25 @@ Listed as the plugin `builtin` of the distribution `beyondagent`.
 
 from __future__ import annotations
 
+from beyondagent_core.envservice.source import EnvServiceSourceConfig
 from beyondagent_core.export import ExportConfig
 from beyondagent_core.hookspecs import hookimpl
-from beyondagent_core.records import BackendSpec, TaskSourceSpec, WorkflowSpec
+from beyondagent_core.judges.llm_judge import LLMJudgeConfig
+from beyondagent_core.records import (
+    BackendSpec,
+    RewardSpec,
+    SummarizerSpec,
+    TaskFilterSpec,
+    TaskSourceSpec,
+    WorkflowSpec,
+)
 from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig
+from beyondagent_core.synthesis.feasibility import FeasibilityConfig
+from beyondagent_core.synthesis.filters import DedupConfig, MinConfidenceConfig
+from beyondagent_core.synthesis.hindsight import HindsightConfig
+from beyondagent_core.synthesis.llm_summarizer import LLMSummarizerConfig
 
 
 @hookimpl
@@ -27,6 +40,12 @@ def beyondagent_task_sources() -> list[TaskSourceSpec]:
             factory="beyondagent_core.sources.parquet:ParquetTaskSource",
             config_cls=ParquetSourceConfig,
             summary="Rows in verl's parquet schema (data_source, prompt, reward_model, extra_info).",
+        ),
+        TaskSourceSpec(
+            name="envservice",
+            factory="beyondagent_core.envservice.source:EnvServiceTaskSource",
+            config_cls=EnvServiceSourceConfig,
+            summary="Seed task ids of a split from a running environment service (/get_env_profile).",
         ),
     ]
 
@@ -51,5 +70,64 @@ def beyondagent_workflows() -> list[WorkflowSpec]:
             factory="beyondagent_core.runtime.react:ReactWorkflow",
             config_cls=ReactConfig,
             summary="Act, observe, repeat: the env's system prompt, one env step per model turn.",
+        ),
+    ]
+
+
+@hookimpl
+def beyondagent_rewards() -> list[RewardSpec]:
+    return [
+        RewardSpec(
+            name="env",
+            factory="beyondagent_core.judging:EnvJudge",
+            summary="The environment's own evaluate() (checks a hindsight task's goal): no LLM.",
+        ),
+        RewardSpec(
+            name="llm_judge",
+            factory="beyondagent_core.judges.llm_judge:LLMJudge",
+            config_cls=LLMJudgeConfig,
+            summary="An LLM grades the trajectory against the task and its reference (yes/no or 0-1, k votes).",
+        ),
+    ]
+
+
+@hookimpl
+def beyondagent_summarizers() -> list[SummarizerSpec]:
+    return [
+        SummarizerSpec(
+            name="llm",
+            factory="beyondagent_core.synthesis.llm_summarizer:LLMSummarizer",
+            config_cls=LLMSummarizerConfig,
+            summary="An LLM turns an exploration into <task> blocks: query, confidence, action sequence.",
+        ),
+        SummarizerSpec(
+            name="hindsight",
+            factory="beyondagent_core.synthesis.hindsight:HindsightSummarizer",
+            config_cls=HindsightConfig,
+            summary="No LLM: each goal the env says the exploration achieved, as an env-checked task.",
+        ),
+    ]
+
+
+@hookimpl
+def beyondagent_task_filters() -> list[TaskFilterSpec]:
+    return [
+        TaskFilterSpec(
+            name="dedup",
+            factory="beyondagent_core.synthesis.filters:Dedup",
+            config_cls=DedupConfig,
+            summary="Drop near-duplicate queries: character n-gram similarity (any script), or embeddings.",
+        ),
+        TaskFilterSpec(
+            name="min_confidence",
+            factory="beyondagent_core.synthesis.filters:MinConfidence",
+            config_cls=MinConfidenceConfig,
+            summary="Drop tasks whose summarizer confidence is below a threshold.",
+        ),
+        TaskFilterSpec(
+            name="feasibility",
+            factory="beyondagent_core.synthesis.feasibility:Feasibility",
+            config_cls=FeasibilityConfig,
+            summary="Keep a task only if re-running it with its reference succeeds (LLM with a hint, or replay).",
         ),
     ]

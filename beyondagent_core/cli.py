@@ -1,8 +1,10 @@
 """`beyondagent`: run a spec, validate it, list plugins.
 
     beyondagent run SPEC [KEY=VALUE ...] [--dry-run] [--resume] [--on-bad-record fail|skip]
+    beyondagent explore SPEC [KEY=VALUE ...] [--force]
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent plugins [--json | --requirements]
+    beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent --version
 
 A user error prints what was wrong, where and what to do, and exits with 2 (1 when a run
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from beyondagent_core import __version__
+from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError
 from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
@@ -51,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="resolve everything, print the plan and exit without exploring or training")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in its directory from the backend's last checkpoint")
+    explore = spec_command("explore", "Explore alone: synthesize tasks from the seed tasks into the cache.")
+    explore.add_argument("--force", action="store_true",
+                         help="explore again even if the cache is finished or was made from other seeds/settings")
     spec_command("validate", "Check a spec against the installed plugins without running it.")
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
@@ -58,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--json", action="store_true", help="machine-readable list of plugins")
     output.add_argument("--requirements", action="store_true",
                         help="pip requirement lines pinning every working plugin")
+    add_env_parser(commands, common)
     return parser
 
 
@@ -74,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_plugins(args)
         if args.command == "validate":
             return cmd_validate(args)
+        if args.command == "env":
+            return run_env_command(args)
+        if args.command == "explore":
+            return cmd_explore(args)
         return cmd_run(args)
     except BeyondAgentError as exc:
         print_error(exc, verbose=args.verbose)
@@ -113,6 +124,51 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     Console(stderr=False).print(f"[bold green]run finished[/]: {json.dumps(metrics, default=str)}")
     return 0
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from beyondagent_core import pipeline
+
+    session = pipeline.prepare(args.spec, args.overrides)
+    configure_logging(verbose=args.verbose, level=session.spec.logging.level)
+    report = pipeline.explore_only(session, on_bad_record=args.on_bad_record, force=args.force, show_progress=True)
+    print_exploration(report)
+    return 0
+
+
+def print_exploration(report: Any) -> None:
+    """The exploration's statistics: tasks per seed, filters, LLM use, failures."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    result = report.result
+    if result is None:
+        console.print(f"cache {report.cache} is finished: {len(report.tasks)} synthetic tasks "
+                      f"(nothing explored; --force explores again)")
+        return
+    per_seed = sorted(result.per_seed.values())
+    table = Table(title=f"exploration: {len(report.seeds)} seeds, {result.explorations} explorations")
+    table.add_column("")
+    table.add_column("value", justify="right")
+    rows = [
+        ("explored now / resumed from cache", f"{result.completed} / {result.resumed}"),
+        ("failed explorations", str(result.failures)),
+        ("candidate tasks", str(result.candidates)),
+        *((f"dropped by {name}", str(count)) for name, count in result.dropped_by_filter.items()),
+        ("kept (synthetic tasks in the cache)", str(len(result.tasks))),
+        ("tasks per seed (min / median / max)",
+         f"{per_seed[0]} / {per_seed[len(per_seed) // 2]} / {per_seed[-1]}" if per_seed else "-"),
+        *((f"summarizer: {key}", str(value)) for key, value in sorted(result.summarizer.items())),
+        *((f"llm: {key}", str(value)) for key, value in sorted(result.llm.items())),
+        ("seconds", f"{result.seconds:.1f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for error in result.errors:
+        console.print(f"[yellow]failed[/] {error}")
+    console.print(f"cache: {report.cache}")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -182,12 +182,12 @@ class LLMJudge:
 
     def cache_key(self, task: Task, trajectory: Trajectory) -> str:
         """A hash of the task's fields, the trajectory's turns and every setting that changes a verdict."""
-        llm = self.config.llm
+        llm = self.config.llm or getattr(self.llm, "config", None)  # its own block, or the spec's llm
+        model = [getattr(llm, key, None) for key in ("model", "base_url", "temperature", "top_p", "top_k", "max_tokens")]
         payload = {
             "task": task.to_dict(),
             "turns": [[turn.role, turn.content, turn.tool_calls] for turn in trajectory.turns],
-            "judge": [self.config.mode, self.config.k, self.config.threshold, self.config.prompt,
-                      llm.model, llm.base_url, llm.temperature, llm.top_p, llm.top_k, llm.max_tokens],
+            "judge": [self.config.mode, self.config.k, self.config.threshold, self.config.prompt, *model],
         }
         text = json.dumps(payload, sort_keys=True, default=repr, ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()

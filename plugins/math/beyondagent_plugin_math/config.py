@@ -1,0 +1,187 @@
+"""The spec blocks of the math plugin's components (attrs classes, validated by the core's spec).
+
+Kept free of heavy imports so `beyondagent plugins` and spec validation stay fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from omegaconf import MISSING
+
+ARITHMETIC_OPERATORS = ("+", "-", "*", "/")
+SPLITS = ("train", "val", "test")
+
+
+def _at_least(minimum: int) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is not None and value < minimum:
+            raise ValueError(f"{attribute.name} must be >= {minimum}, got {value!r}")
+    return check
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and value <= 0:
+        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+# --- task sources -----------------------------------------------------------------------------
+
+
+@attrs.define
+class MathJsonlConfig:
+    """`path`: a JSONL file of math problems, one object per line.
+
+    `question_field` names the question; `answer_field` the answer: a GSM8K solution ending in
+    `#### 42`, a MATH solution with `\\boxed{...}`, or a plain answer (kept whole as the task's
+    ground truth; the judge finds the final answer in it). `id_field` (optional) names a task
+    id; without it ids are `<prefix>-<line>`. `judge` is set on every task when given.
+    """
+
+    path: str = MISSING
+    question_field: str = "question"
+    answer_field: str = "answer"
+    id_field: str | None = None
+    id_prefix: str | None = None
+    limit: int | None = attrs.field(default=None, validator=_at_least(0))
+    judge: str | None = None
+
+
+@attrs.define
+class ArithmeticConfig:
+    """Procedurally generated arithmetic, seeded: the same config always gives the same tasks.
+
+    `level` (1-5) picks a preset of the other knobs (see `arithmetic.LEVELS`); set the knobs
+    yourself with `level: null`. `operands` per expression, each with `digits` digits (or in
+    `0..max_operand` when that is set); `operators` from `+ - * /` (division gives exact
+    fractions such as `7/3`); `parentheses`: group sub-expressions. `split` and `seed` make
+    disjoint streams (train/val/test differ for the same seed).
+    """
+
+    count: int = attrs.field(default=256, validator=_at_least(1))
+    split: str = "train"
+    seed: int = 0
+    level: int | None = attrs.field(default=1, validator=_at_least(1))
+    operands: int = attrs.field(default=2, validator=_at_least(2))
+    digits: int = attrs.field(default=1, validator=_at_least(1))
+    max_operand: int | None = attrs.field(default=None, validator=_at_least(1))
+    operators: list[str] = attrs.field(factory=lambda: ["+", "-"])
+    parentheses: bool = False
+    question: str = "What is {expression}?"
+    judge: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        unknown = [op for op in self.operators if op not in ARITHMETIC_OPERATORS]
+        if unknown or not self.operators:
+            raise ValueError(f"operators must be a non-empty list from {' '.join(ARITHMETIC_OPERATORS)}, "
+                             f"got {list(self.operators)!r}")
+        if "{expression}" not in self.question:
+            raise ValueError("question must contain {expression}")
+        if self.level is not None and self.level > 5:
+            raise ValueError(f"level must be 1..5 (or null to set the knobs yourself), got {self.level}")
+
+
+# --- workflows --------------------------------------------------------------------------------
+
+COT_SYSTEM_PROMPT = ("Solve the math problem step by step. Put the final answer in \\boxed{}, "
+                     "for example \\boxed{42}.")
+
+TOOL_SYSTEM_PROMPT = """\
+Solve the math problem. You may run Python to compute: write a code block
+
+```python
+print(2 ** 10)
+```
+
+and stop; its output comes back to you. Each block runs in a fresh Python process (numpy and
+sympy may be imported when installed), so print what you need. When you are done, give the
+final answer in \\boxed{}, for example \\boxed{42}."""
+
+
+@attrs.define
+class MathCotConfig:
+    """One turn: the model reasons and answers in `\\boxed{}`.
+
+    `system_prompt` opens the conversation (empty: none). A task carrying verl-style chat
+    messages in `metadata.prompt` (from the `parquet` source) is asked with those messages as
+    they are when `use_task_prompt` is on. Sampling keys left unset use the backend's.
+    """
+
+    system_prompt: str = COT_SYSTEM_PROMPT
+    use_task_prompt: bool = True
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=_positive)
+
+
+@attrs.define
+class SandboxConfig:
+    """Limits of the Python tool's sandbox (see `sandbox.py` for what is and is not isolated).
+
+    `timeout`: wall-clock seconds per run; `cpu_seconds`: CPU time (RLIMIT_CPU); `memory_mb`:
+    address space (RLIMIT_AS); `max_processes`: RLIMIT_NPROC (not enforced for root);
+    `max_file_mb`: largest file it may write, its output included (RLIMIT_FSIZE); `max_output_chars`:
+    what the model is shown of stdout and stderr; `max_concurrent`: sandboxes running at once.
+    """
+
+    timeout: float = attrs.field(default=10.0, validator=_positive)
+    cpu_seconds: int = attrs.field(default=10, validator=_positive)
+    memory_mb: int = attrs.field(default=1024, validator=_at_least(64))
+    max_processes: int = attrs.field(default=16, validator=_at_least(1))
+    max_file_mb: int = attrs.field(default=16, validator=_at_least(1))
+    max_output_chars: int = attrs.field(default=2000, validator=_at_least(64))
+    max_concurrent: int = attrs.field(default=4, validator=_at_least(1))
+
+
+@attrs.define
+class MathToolConfig:
+    """Multi-turn: the model may run Python (a fenced ```` ```python ```` block or `<python>...</python>`).
+
+    The episode ends at a reply with no code (the final answer), after `max_turns` model turns,
+    or when the token budget is spent. `max_tool_calls` caps code runs per episode (later code
+    gets a note instead of a run). Tool output comes back as a message with `observation_role`
+    (`user` works with every chat template and OpenAI endpoint). `stop`: stop strings passed to
+    the model when set (the in-process torch policy takes none; an OpenAI-compatible one does).
+    """
+
+    system_prompt: str = TOOL_SYSTEM_PROMPT
+    use_task_prompt: bool = True
+    max_turns: int = attrs.field(default=4, validator=_at_least(1))
+    max_tool_calls: int = attrs.field(default=3, validator=_at_least(0))
+    observation_role: str = "user"
+    stop: list[str] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = attrs.field(default=None, validator=_positive)
+    sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)
+
+
+# --- judges -----------------------------------------------------------------------------------
+
+
+@attrs.define
+class MathAnswerConfig:
+    """Rule-based answer check (see `grading.py`).
+
+    `correct_score` for a right answer; `format_score` for a wrong one that was found in the
+    expected format (verl's GSM8K uses 0.1; default 0). `last_number`: when the text has no
+    `\\boxed{}`, `####` or "the answer is", take its last number (for tiny models; a last-number
+    answer never earns `format_score`). `verify_timeout`: seconds math-verify may take per answer.
+    """
+
+    correct_score: float = 1.0
+    format_score: float = 0.0
+    last_number: bool = False
+    verify_timeout: float = attrs.field(default=15.0, validator=_positive)
+
+
+@attrs.define
+class MathFormatConfig:
+    """A format reward: `score` when the final model turn states an answer (`\\boxed{}` by default).
+
+    `require_boxed`: only a `\\boxed{}` counts (else also `####` and "the answer is").
+    """
+
+    score: float = 1.0
+    require_boxed: bool = True

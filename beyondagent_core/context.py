@@ -10,7 +10,7 @@ import attrs
 import structlog
 
 from beyondagent_core.envs.local import LocalEnvOpener
-from beyondagent_core.errors import SpecError
+from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.judging import JudgeSelector
 from beyondagent_core.spec import POLICY_LLM
 from beyondagent_core.types import Task
@@ -46,6 +46,23 @@ class TrainingData:
     def epoch_tasks(self, epoch: int) -> list[Task]:
         """The training tasks of `epoch` (0-based), re-mixed deterministically each epoch."""
         return self.mixer.mix(self.original, self.synthetic, epoch=epoch, seed=self.seed)
+
+
+class PolicyProxy:
+    """`llm: policy` as components see it: each call goes to the policy the backend serves now."""
+
+    def __init__(self, run: RunContext):
+        self.run = run
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return dict(getattr(self.run.policy_llm, "usage", None) or {})
+
+    async def chat(self, messages: Any, **sampling: Any) -> Any:
+        if self.run.policy_llm is None:
+            raise RunError("llm is 'policy' but the backend is not serving its policy at this point of the run",
+                           hint="use the torch backend, or set llm to an OpenAI-compatible endpoint (model, base_url)")
+        return await self.run.policy_llm.chat(messages, **sampling)
 
 
 @attrs.define
@@ -160,18 +177,14 @@ class RunContext:
     def chat_llm(self) -> ChatLLM | None:
         """The spec's `llm` (exploring, summarizing, feasibility checks); None when unset.
 
-        `llm: policy` is the model being trained: available once the backend offers it
-        (`policy_llm`), e.g. during training.
+        `llm: policy` is the model being trained: calls go to `policy_llm`, which the backend
+        sets while it serves the policy (during exploration and training).
         """
         llm = self.spec.llm
         if llm is None:
             return None
         if llm == POLICY_LLM:
-            if self.policy_llm is None:
-                raise SpecError("llm is 'policy' but the policy model is not available here",
-                                where=f"{self.spec.path or 'the spec'}, key llm",
-                                hint="set llm to an OpenAI-compatible endpoint (model, base_url) for exploration")
-            return self.policy_llm
+            return PolicyProxy(self)
         if self._chat_llm is None:
             from beyondagent_core.llm import OpenAIChat
 

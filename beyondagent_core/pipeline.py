@@ -23,7 +23,15 @@ from beyondagent_core.logs import log_events_to
 from beyondagent_core.plugins import PluginManager, Switches, check_requirements
 from beyondagent_core.registry import Registry
 from beyondagent_core.rundir import create_run_dir, run_dir_of
-from beyondagent_core.spec import Component, PluginsSection, Spec, load_spec_file, structured, validate_spec
+from beyondagent_core.spec import (
+    POLICY_LLM,
+    Component,
+    PluginsSection,
+    Spec,
+    load_spec_file,
+    structured,
+    validate_spec,
+)
 from beyondagent_core.types import Task, count_by_origin
 
 if TYPE_CHECKING:
@@ -138,9 +146,16 @@ def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: b
         return tasks, None
     if spec.explore.n == 0:
         return [], None
+    explorer, _, _ = exploration_components(spec)
+    with serving_policy(context):
+        return _explore(context, seeds, explorer, force=force, show_progress=show_progress)
+
+
+def _explore(context: RunContext, seeds: list[Task], explorer: Component, *, force: bool,
+             show_progress: bool) -> tuple[list[Task], ExploreResult]:
     from beyondagent_core.explore import run_exploration
 
-    explorer, _, _ = exploration_components(spec)
+    spec, path = context.spec, cache_path(context.spec)
     filters = [(f.name or "?", context.bound(f.create())) for f in spec.filters]
     with guarded(explorer, "exploration"), exploration_progress(len(seeds) * spec.explore.n, show_progress) as progress:
         result = run_exploration(
@@ -150,6 +165,31 @@ def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: b
         )
     log.info("explore.cached", cache=str(path), tasks=len(result.tasks), failures=result.failures)
     return result.tasks, result
+
+
+@contextlib.contextmanager
+def serving_policy(context: RunContext) -> Iterator[None]:
+    """With `llm: policy`, have the backend serve its starting policy while exploring."""
+    spec = context.spec
+    if spec.llm != POLICY_LLM or context.policy_llm is not None:
+        yield
+        return
+    backend = spec.component("backend")
+    where = f"{spec.path or 'the spec'}, key llm"
+    if spec.explore.executor == "ray":
+        raise SpecError("llm: policy serves the policy in this process; it cannot explore on Ray actors",
+                        where=where, hint="set explore.executor: local, or llm to an endpoint the actors can reach")
+    with guarded(backend, "loading the policy for exploration"):
+        serve = getattr(backend.create(), "policy_llm", None)
+    if serve is None:
+        raise SpecError(f"llm is 'policy' but the {backend.name!r} backend cannot serve its policy for exploration",
+                        where=where, hint="use the torch backend, or set llm to an OpenAI-compatible endpoint")
+    with guarded(backend, "loading the policy for exploration"), serve(context) as llm:
+        context.policy_llm = llm
+        try:
+            yield
+        finally:
+            context.policy_llm = None
 
 
 def exploration_executor(context: RunContext) -> Any:

@@ -11,6 +11,7 @@ and updates the policy with GRPO's clipped loss. Validation runs on the val task
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import gc
 import json
@@ -18,6 +19,7 @@ import math
 import shutil
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_a
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.metrics_log import MetricsLog, read_metrics
 from beyondagent_plugin_torch.models import load_policy, resolve_device, resolve_dtype
+from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
 from beyondagent_plugin_torch.update import grpo_update, make_batch
 
@@ -58,6 +61,20 @@ class TorchBackend:
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]:
         return Trainer(self.config, data, run).fit()
+
+    @contextlib.contextmanager
+    def policy_llm(self, run: RunContext) -> Iterator[PolicyLLM]:
+        """The starting policy as a chat LLM (`llm: policy` during exploration, before training)."""
+        spec, config = run.spec, self.config
+        device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
+        dtype = resolve_dtype(spec.model.dtype, device, where=f"{spec.path}, key model.dtype")
+        model, tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device, dtype=dtype,
+                                       where=f"{spec.path}, key model.path")
+        template = ChatTemplate(tokenizer)
+        scheduler = ChatScheduler(model, eos_token_ids=stop_token_ids(model, tokenizer, template),
+                                  pad_token_id=tokenizer.pad_token_id, max_batch_size=config.max_concurrency)
+        yield PolicyLLM(scheduler, template, Sampling(config.temperature, config.top_p, config.max_new_tokens),
+                        max_episode_tokens=config.max_episode_tokens, seed=run.info.seed)
 
 
 class Trainer:
@@ -98,6 +115,10 @@ class Trainer:
         self.start_step = self._resume_or_start_fresh()
         self.scheduler = ChatScheduler(self.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
                                        pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency)
+        # `llm: policy` (a judge, a filter) asks the policy being trained.
+        run.policy_llm = PolicyLLM(self.scheduler, self.template,
+                                   Sampling(config.temperature, config.top_p, config.max_new_tokens),
+                                   max_episode_tokens=config.max_episode_tokens, seed=run.info.seed)
 
     # --- the loop -------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ class MathAnswerOrLLMConfig(MathAnswerConfig):
     """`math_answer`'s keys, plus `llm_judge`: the LLM judge's block.
 
     `llm_judge` takes the keys of the core's `llm_judge` reward: `llm: {model, base_url,
-    api_key_env}`, `mode`, `k`, `threshold`, `prompt`.
+    api_key_env}` (unset: the spec's `llm`), `mode`, `k`, `threshold`, `prompt`.
     """
 
     llm_judge: LLMJudgeConfig = attrs.field(factory=LLMJudgeConfig)
@@ -44,13 +44,20 @@ class MathAnswerOrLLMJudge:
         self.rule = MathAnswerJudge(rule_config)
         self._llm_override = llm
         self._llm_judge: LLMJudge | None = None
+        self._run: Any = None
         self.llm_calls = 0
+
+    def bind(self, run: Any) -> None:
+        """Without its own `llm_judge.llm` block, the LLM judge asks the spec's `llm`."""
+        self._run = run
 
     @property
     def llm_judge(self) -> LLMJudge:
         # Built on first need: a run whose answers all parse never opens a client.
         if self._llm_judge is None:
             self._llm_judge = LLMJudge(self.config.llm_judge, llm=self._llm_override, key_path="reward.llm_judge.llm")
+            if self._run is not None:
+                self._llm_judge.bind(self._run)
         return self._llm_judge
 
     async def score(self, task: Task, trajectory: Trajectory) -> Reward:

@@ -67,8 +67,20 @@ def read_jsonl(
     A line that is not JSON, or that `parse` rejects with ValueError/TypeError/KeyError, goes
     to `bad` (fail by default) with its file and line number.
     """
-    path = Path(path)
     bad = bad if bad is not None else BadRecords()
+    for where, _, obj in json_lines(path, bad):
+        try:
+            yield parse(obj)
+        except (ValueError, TypeError, KeyError) as exc:
+            bad.report(where, str(exc))
+
+
+def json_lines(path: str | Path, bad: BadRecords, *, hint: str | None = None) -> Iterator[tuple[str, int, Any]]:
+    """Yield `(where, line number, obj)` for each non-blank JSON line of `path` ("file:line" as `where`).
+
+    A line that is not JSON goes to `bad` (with `hint`); a missing file is a DataError.
+    """
+    path = Path(path)
     if not path.is_file():
         raise DataError(f"file not found: {path}", hint="check the path in the spec (relative paths start at the current directory)")
     with path.open(encoding="utf-8") as handle:
@@ -79,12 +91,9 @@ def read_jsonl(
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                bad.report(where, f"not valid JSON ({exc.msg} at column {exc.colno})")
+                bad.report(where, f"not valid JSON ({exc.msg} at column {exc.colno})", hint=hint)
                 continue
-            try:
-                yield parse(obj)
-            except (ValueError, TypeError, KeyError) as exc:
-                bad.report(where, str(exc))
+            yield where, number, obj
 
 
 def write_jsonl(path: str | Path, records: Iterable[Any]) -> int:

@@ -10,13 +10,12 @@ named by file and line (failed or skipped by `--on-bad-record`).
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from beyondagent_core.errors import DataError
-from beyondagent_core.jsonl import BadRecords
+from beyondagent_core.jsonl import BadRecords, json_lines
 from beyondagent_core.types import Task
 from beyondagent_plugin_math.answers import reference_answers
 from beyondagent_plugin_math.config import MathJsonlConfig
@@ -38,20 +37,11 @@ class MathJsonlSource:
         prefix = config.id_prefix or path.stem
         hint = (f"each line needs {config.question_field!r} and {config.answer_field!r}; set question_field/"
                 "answer_field to your file's names, or pass --on-bad-record=skip")
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{number}"
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    bad.report(where, f"not valid JSON ({exc.msg} at column {exc.colno})", hint=hint)
-                    continue
-                try:
-                    yield self._task(record, number, prefix)
-                except ValueError as exc:
-                    bad.report(where, str(exc), hint=hint)
+        for where, number, record in json_lines(path, bad, hint=hint):
+            try:
+                yield self._task(record, number, prefix)
+            except ValueError as exc:
+                bad.report(where, str(exc), hint=hint)
 
     def _task(self, record: Any, number: int, prefix: str) -> Task:
         config = self.config

@@ -172,7 +172,12 @@ class Mixer(Protocol):
 
 @runtime_checkable
 class Judge(Protocol):
-    """A reward: scores a finished trajectory for its task."""
+    """A reward: scores a finished trajectory for its task.
+
+    A judge that needs the live env (the built-in `env`) may also define
+    `async score_in_env(task, trajectory, env) -> Reward`, called before the env is closed; a
+    judge that needs the run's services (its `llm`) may define `bind(run)`.
+    """
 
     async def score(self, task: Task, trajectory: Trajectory) -> Reward: ...
 
@@ -181,8 +186,10 @@ class Judge(Protocol):
 class Backend(Protocol):
     """Runs training on the mixed data; returns the final metrics.
 
-    It calls `data.epoch_tasks(epoch)` for each epoch's task list, builds the env, workflow
-    and reward with `run.build(...)`, and reports each step with `run.step_finished(...)`.
+    It calls `data.epoch_tasks(epoch)` for each epoch's task list, runs episodes with
+    `run.episode_runner()` (workflow, envs, each task's judge), and reports each step with
+    `run.step_finished(...)`. A backend that can serve its policy as a chat LLM offers
+    `policy_llm(run)` (a context manager), which makes `llm: policy` work while exploring.
     """
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]: ...

@@ -114,16 +114,17 @@ class _Stage:
     known: dict[str, list[Task]]
     used_ids: set[str]
     progress: Any = None
-    # Naming, filtering and appending one exploration's candidates happen under this lock,
-    # so cross-set dedup, unique task ids and the checkpoint's order hold while explorations overlap.
+    # Filters that compare with other tasks (dedup) and the cache append run under this lock,
+    # so cross-set dedup and the checkpoint's order hold while explorations overlap.
     commit_lock: asyncio.Lock = attrs.field(factory=asyncio.Lock)
+    # Each job's candidates that passed the filters so far, while its later filters run.
+    in_flight: dict[str, list[Task]] = attrs.field(factory=dict)
 
     async def worker(self, jobs: Iterator[tuple[Task, int]]) -> None:
         for seed, i in jobs:
             try:
                 candidates = await self.executor.explore(seed, list(self.known[seed.task_id]), i)
-                async with self.commit_lock:
-                    await self.commit(seed, i, candidates)
+                await self.commit(seed, i, candidates)
                 self.result.completed += 1
             except Exception as exc:  # one failed exploration must not stop the others
                 self.record_failure(seed, i, exc)
@@ -131,17 +132,37 @@ class _Stage:
                 self.progress(self.result)
 
     async def commit(self, seed: Task, i: int, candidates: Sequence[Task]) -> None:
+        """Filter one exploration's candidates in order, then append the survivors to the cache.
+
+        A filter marked `independent` (its verdict on a task needs no other task, e.g. a
+        feasibility re-run) runs outside the commit lock, so a slow one holds up nobody; the
+        others (dedup) run under it and see every task kept or still in flight elsewhere.
+        """
+        job = job_key(seed, i)
         self.result.candidates += len(candidates)
-        kept = [self.as_synthetic(seed, task) for task in candidates]
-        for name, task_filter in self.filters:
-            before = len(kept)
-            kept = list(await task_filter.keep(kept, list(self.result.tasks)))
-            self.result.dropped_by_filter[name] += before - len(kept)
-        self.checkpoint.record(job_key(seed, i), kept)
-        self.result.tasks.extend(kept)
-        self.known[seed.task_id].extend(kept)
-        self.result.per_seed[seed.task_id] += len(kept)
-        self.used_ids.update(task.task_id for task in kept)
+        tasks = [self.as_synthetic(seed, task) for task in candidates]
+        try:
+            for name, task_filter in self.filters:
+                before = len(tasks)
+                if getattr(task_filter, "independent", False):
+                    tasks = list(await task_filter.keep(tasks, []))
+                    if job in self.in_flight:
+                        self.in_flight[job] = tasks
+                else:
+                    async with self.commit_lock:
+                        others = [task for other, pending in self.in_flight.items() if other != job
+                                  for task in pending]
+                        tasks = list(await task_filter.keep(tasks, [*self.result.tasks, *others]))
+                        # Others' dedup now sees these (they passed a comparing filter).
+                        self.in_flight[job] = tasks
+                self.result.dropped_by_filter[name] += before - len(tasks)
+            async with self.commit_lock:
+                self.checkpoint.record(job, tasks)
+                self.result.tasks.extend(tasks)
+                self.known[seed.task_id].extend(tasks)
+                self.result.per_seed[seed.task_id] += len(tasks)
+        finally:
+            self.in_flight.pop(job, None)
 
     def as_synthetic(self, seed: Task, task: Task) -> Task:
         """Mark a candidate as synthetic from `seed`, renaming it if its id is taken."""
@@ -150,7 +171,7 @@ class _Stage:
         while task_id in self.used_ids:
             task_id = f"{seed.task_id}/syn-{k}"
             k += 1
-        self.used_ids.add(task_id)  # reserved; a dropped candidate's id just stays unused
+        self.used_ids.add(task_id)  # reserved at once; a dropped candidate's id just stays unused
         return attrs.evolve(task, task_id=task_id, origin="synthetic", seed_task_id=seed.task_id,
                             env=task.env or seed.env)
 

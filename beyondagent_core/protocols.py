@@ -153,7 +153,12 @@ class Summarizer(Protocol):
 
 @runtime_checkable
 class TaskFilter(Protocol):
-    """Keeps the good candidates; `kept` holds the tasks accepted so far (for cross-set dedup)."""
+    """Keeps the good candidates; `kept` holds the tasks accepted so far (for cross-set dedup).
+
+    A filter whose verdict on a task needs no other task (a re-run, a threshold) may set the
+    class attribute `independent = True`: the engine then runs it outside its commit lock, so a
+    slow one holds up no other exploration (and gives it `kept=[]`).
+    """
 
     async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]: ...
 

@@ -215,3 +215,31 @@ def test_no_explorations_leaves_an_empty_cache(tmp_path: Path) -> None:
     result = explore(tmp_path, n=0)
     assert result.explorations == 0 and result.tasks == []
     assert (tmp_path / "synthetic.jsonl").read_text() == ""
+
+
+class SlowIndependent:
+    """A filter that takes its time and needs no other task (like a feasibility re-run)."""
+
+    independent = True
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.max_active = 0
+
+    async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]:
+        self.active += 1
+        self.max_active = max(self.max_active, self.active)
+        await asyncio.sleep(0.1)
+        self.active -= 1
+        return list(candidates)
+
+
+def test_an_independent_filter_runs_outside_the_commit_lock(tmp_path: Path) -> None:
+    slow = SlowIndependent()
+    result = asyncio.run(explore_seeds(
+        SEEDS, n=2, workers=4, explorer=ScriptedExplorer(), summarizer=Hindsight(),
+        filters=[("slow", slow), *FILTERS], make_env=NumberLine, cache_path=tmp_path / "c.jsonl"))
+    assert slow.max_active > 1  # several explorations were in the slow filter at once
+    # ...and dedup, under the lock, still saw the others' tasks: one task per seed.
+    assert result.per_seed == {"seed-0": 1, "seed-10": 1, "seed-20": 1}
+    assert read_tasks(tmp_path / "c.jsonl") == result.tasks

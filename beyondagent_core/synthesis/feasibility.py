@@ -121,6 +121,8 @@ def format_reference(ground_truth: Any) -> str:
 class Feasibility:
     """The `TaskFilter` protocol; `stats` counts kept, infeasible, failed runs and unusable references."""
 
+    independent = True  # judges each task alone: slow re-runs happen outside the engine's commit lock
+
     def __init__(self, config: FeasibilityConfig | None = None, *, runner: EpisodeRunnerLike | None = None,
                  llm: ChatLLM | None = None):
         self.config = config or FeasibilityConfig()

@@ -230,6 +230,8 @@ class MinConfidenceConfig:
 class MinConfidence:
     """The `TaskFilter` protocol; `stats` counts kept and dropped candidates."""
 
+    independent = True  # judges each task alone: the engine runs it outside its commit lock
+
     def __init__(self, config: MinConfidenceConfig | None = None):
         self.config = config or MinConfidenceConfig()
         self.stats: Counter[str] = Counter()

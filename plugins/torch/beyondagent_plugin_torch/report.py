@@ -280,6 +280,12 @@ def _success_figure(records: Sequence[Record]) -> Figure | None:
     figure, (axes,) = _new_figure(1)
     if train:
         _plot_curve(axes, train, "train success rate", "tab:blue")
+    # With synthetic tasks in the mix: success on each kind of task.
+    for key, label, color in ((m.TRAIN_SUCCESS_RATE_ORIGINAL, "train, original tasks", "tab:cyan"),
+                              (m.TRAIN_SUCCESS_RATE_SYNTHETIC, "train, synthetic tasks", "tab:orange")):
+        found = series(records, key)
+        if found:
+            _plot_curve(axes, found, label, color)
     if val_pass:
         _plot_points(axes, val_pass, "val pass@1", "tab:green", "s")
     _finish(axes, "Success rate (train) and pass@1 (validation)", "episodes solved", fraction=True)

@@ -336,4 +336,20 @@ def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
         f"{split}/turns": statistics.fmean(e.sequence.model_turns for e in episodes),
         f"{split}/episode_errors": float(sum(1 for t in trajectories if t.error)),
         f"{split}/truncated": statistics.fmean(float(bool(t.metrics.get("truncated"))) for t in trajectories),
+        **origin_metrics(split, episodes),
     }
+
+
+def origin_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
+    """With synthetic tasks in the batch: their share, and reward and success per origin."""
+    synthetic = [e for e in episodes if e.trajectory.task.origin == "synthetic"]
+    if not synthetic:
+        return {}
+    metrics = {f"{split}/synthetic_fraction": len(synthetic) / len(episodes)}
+    original = [e for e in episodes if e.trajectory.task.origin != "synthetic"]
+    for origin, group in (("original", original), ("synthetic", synthetic)):
+        if group:
+            metrics[f"{split}/reward_mean_{origin}"] = statistics.fmean(e.score for e in group)
+            metrics[f"{split}/success_rate_{origin}"] = statistics.fmean(
+                float(e.trajectory.reward.success) if e.trajectory.reward else 0.0 for e in group)
+    return metrics

@@ -37,3 +37,7 @@ def test_explored_tasks_are_mixed_in_and_judged_by_the_env(run_spec, tmp_path) -
             assert "goal" in trajectory["reward"]["reason"]
             assert trajectory["task"]["query"] in trajectory["turns"][1]["content"]
     assert result.metrics["steps"] == 3
+    rows = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    mixed = [row for row in rows if "train/synthetic_fraction" in row]
+    assert mixed and all(0 < row["train/synthetic_fraction"] <= 1 for row in mixed)
+    assert all("train/success_rate_synthetic" in row for row in mixed)

@@ -52,12 +52,16 @@ def test_llm_exploration_summaries_filters_and_judge(openai_server, run_spec, tm
 
     synthetic = read_tasks(result.run_dir / "synthetic_tasks.jsonl")
     # Per seed: min_confidence drops the guess and feasibility the task the judge rejects; the
-    # stand-in writes the same tasks for every seed, so dedup keeps the first seed's only.
+    # stand-in writes the same tasks for every seed, so dedup keeps one seed's only.
     assert [(t.query, t.ground_truth, t.confidence) for t in synthetic] == [
         ("Move the taxi one row north (judge: yes).", ["north"], 0.9)]
     events = [json.loads(line) for line in (result.run_dir / "events.jsonl").read_text().splitlines()]
     finished = next(e for e in events if e["event"] == "explore.finished")
-    assert finished["dropped_by_filter"] == {"min_confidence": 3, "dedup": 2, "feasibility": 3}
+    dropped = finished["dropped_by_filter"]
+    # Dedup also compares with tasks still in flight elsewhere (feasibility runs outside the
+    # commit lock), so how the 5 drops split between the two depends on timing.
+    assert dropped["min_confidence"] == 3 and dropped["dedup"] + dropped["feasibility"] == 5
+    assert dropped["feasibility"] >= 1  # the first seed's "judge: no" task
     assert finished["llm"]["calls"] > 0 and finished["failures"] == 0
 
     prompts = [json.dumps(r["messages"]) for r in openai_server.requests]

@@ -12,13 +12,13 @@ import structlog
 from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.judging import JudgeSelector
-from beyondagent_core.spec import POLICY_LLM
+from beyondagent_core.registry import Registry
+from beyondagent_core.spec import POLICY_LLM, select_component
 from beyondagent_core.types import Task
 
 if TYPE_CHECKING:
     from beyondagent_core.plugins import PluginManager
     from beyondagent_core.protocols import ChatLLM, EnvOpener, Judge, Mixer, Workflow
-    from beyondagent_core.registry import Registry
     from beyondagent_core.runtime.episodes import EpisodeRunner
     from beyondagent_core.spec import Spec
 
@@ -123,9 +123,6 @@ class RunContext:
                 from beyondagent_core.envservice.openers import remote_opener
 
                 where = f"{self.spec.path or 'the spec'}, key env.service"
-                if not (service == "launch" or service.startswith(("http://", "https://"))):
-                    raise SpecError(f"env.service must be local, launch or an http(s):// URL, got {service!r}",
-                                    where=where, hint="e.g. env.service: http://127.0.0.1:8000")
                 config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
                 self._env_opener = remote_opener(component.registration.spec.name, service, where=where,
                                                  config=config)
@@ -148,8 +145,6 @@ class RunContext:
     def judges(self) -> JudgeSelector:
         """Each task's judge: its own `judge`, else `synthetic_reward` / `reward` by origin."""
         if self._judges is None:
-            from beyondagent_core.spec import select_component
-
             default, synthetic = self.build("reward"), self.build("synthetic_reward")
             configured = {}
             for key, judge in (("reward", default), ("synthetic_reward", synthetic)):
@@ -193,8 +188,6 @@ class RunContext:
 
     @property
     def registry(self) -> Registry:
-        from beyondagent_core.registry import Registry
-
         if self._registry is None:
             self._registry = Registry(self.manager)
         return self._registry

@@ -108,12 +108,18 @@ class RequiredNamedBlock:
     name: str = MISSING
 
 
+def _check_service(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not (value in ("local", "launch") or value.startswith(("http://", "https://"))):
+        raise ValueError(f"env.service must be local, launch or an http(s):// URL (e.g. http://127.0.0.1:8000), "
+                         f"got {value!r}")
+
+
 @attrs.define
 class EnvBlock:
     """`service`: `local` (in-process), `launch`, or an environment service URL."""
 
     name: str | None = None
-    service: str = "local"
+    service: str = attrs.field(default="local", validator=_check_service)
 
 
 @attrs.define

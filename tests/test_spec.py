@@ -136,6 +136,14 @@ def spec_error(registry: Registry, data: dict[str, Any], *overrides: str) -> Spe
     return info.value
 
 
+def test_a_bad_env_service_fails_at_validation(registry: Registry) -> None:
+    error = spec_error(registry, with_(env={"service": "ftp://envs:8000"}))
+    assert "env.service must be local, launch or an http(s):// URL" in error.message
+    assert error.where.endswith("key env")
+    assert validate(registry, with_(env={"service": "http://127.0.0.1:8000"})).resolved["env"]["service"] \
+        == "http://127.0.0.1:8000"
+
+
 # --- defaults and overrides -------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from beyondagent_core.hookspecs import hookimpl  # noqa: E402
 from beyondagent_core.protocols import EnvReset, EnvStep  # noqa: E402
 from beyondagent_core.records import (  # noqa: E402
     BackendSpec,
+    CommandSpec,
     EnvSpec,
     ExplorerSpec,
     MixerSpec,
@@ -18,13 +19,14 @@ from beyondagent_core.records import (  # noqa: E402
     SummarizerSpec,
     TaskFilterSpec,
     TaskSourceSpec,
+    VenvSpec,
     WorkflowSpec,
 )
 from beyondagent_core.types import Reward, Task, Trajectory, Turn  # noqa: E402
 
 __all__ = [
     "__version__", "hookimpl",
-    "BackendSpec", "EnvSpec", "ExplorerSpec", "MixerSpec", "NoConfig", "RewardSpec",
-    "SummarizerSpec", "TaskFilterSpec", "TaskSourceSpec", "WorkflowSpec",
+    "BackendSpec", "CommandSpec", "EnvSpec", "ExplorerSpec", "MixerSpec", "NoConfig", "RewardSpec",
+    "SummarizerSpec", "TaskFilterSpec", "TaskSourceSpec", "VenvSpec", "WorkflowSpec",
     "EnvReset", "EnvStep", "Reward", "Task", "Trajectory", "Turn",
 ]

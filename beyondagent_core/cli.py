@@ -5,6 +5,8 @@
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent plugins [--json | --requirements]
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
+    beyondagent venv list|build|path ...
+    beyondagent <plugin command> ...      (commands plugins add, e.g. `beyondagent verl setup`)
     beyondagent --version
 
 A user error prints what was wrong, where and what to do, and exits with 2 (1 when a run
@@ -22,12 +24,16 @@ from typing import Any
 
 from beyondagent_core import __version__
 from beyondagent_core.envservice.command import add_env_parser, run_env_command
-from beyondagent_core.errors import BeyondAgentError
+from beyondagent_core.errors import BeyondAgentError, PluginError
 from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
+from beyondagent_core.venv_command import add_venv_parser, run_venv_command
+
+BUILTIN_COMMANDS = ("run", "explore", "validate", "plugins", "env", "venv")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
+    """The parser, and the handlers of the commands plugins add (loaded when `plugin_commands`)."""
     # `-v` works before or after the command; SUPPRESS keeps a subcommand from resetting it.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -65,11 +71,60 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--requirements", action="store_true",
                         help="pip requirement lines pinning every working plugin")
     add_env_parser(commands, common)
-    return parser
+    add_venv_parser(commands, common)
+    handlers = add_plugin_commands(commands, common) if plugin_commands else {}
+    return parser, handlers
+
+
+def add_plugin_commands(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> dict[str, Any]:
+    """Add each `beyondagent_commands` command; returns name -> handler.
+
+    A name the core uses is never replaced, and a name two plugins register is added as an
+    error naming both: neither is picked by load order.
+    """
+    from beyondagent_core.plugins import PluginManager
+    from beyondagent_core.registry import Registry
+
+    registry = Registry(PluginManager().load())
+    conflicts = registry.conflicts().get("command", {})
+    handlers: dict[str, Any] = {}
+    for registration in registry.registrations("command"):
+        spec = registration.spec
+        if spec.name in BUILTIN_COMMANDS or spec.name in handlers:
+            continue
+        parser = commands.add_parser(spec.name, parents=[common], help=spec.summary, description=spec.summary)
+        if spec.name in conflicts:
+            parser.add_argument("rest", nargs=argparse.REMAINDER)
+            handlers[spec.name] = _ambiguous_command(spec.name, conflicts[spec.name])
+            continue
+        try:
+            handlers[spec.name] = spec.load_factory()(parser)
+        except Exception as exc:  # noqa: BLE001 - a broken plugin command must not take the CLI down
+            parser.add_argument("rest", nargs=argparse.REMAINDER)
+            handlers[spec.name] = _broken_command(spec.name, registration.plugin.provider, exc)
+    return handlers
+
+
+def _ambiguous_command(name: str, providers: list[str]) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        raise PluginError(f"command {name!r} is provided by more than one plugin: {'; '.join(providers)}",
+                          hint="uninstall one, or disable one with BEYONDAGENT_DISABLED_PLUGINS")
+    return handler
+
+
+def _broken_command(name: str, provider: str, exc: Exception) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        raise PluginError(f"command {name!r} could not be set up: {type(exc).__name__}: {exc}",
+                          where=f"provided by {provider}", hint="report this to the plugin's author") from exc
+    return handler
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Plugins are loaded for their commands only when the command is not one of ours.
+    first = next((arg for arg in argv if not arg.startswith("-")), None)
+    configure_logging(verbose="-v" in argv or "--verbose" in argv)
+    parser, handlers = build_parser(plugin_commands=first not in BUILTIN_COMMANDS)
     args = parser.parse_args(argv)
     args.verbose = getattr(args, "verbose", False)
     configure_logging(verbose=args.verbose)
@@ -85,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_env_command(args)
         if args.command == "explore":
             return cmd_explore(args)
+        if args.command == "venv":
+            return run_venv_command(args)
+        if args.command in handlers:
+            return int(handlers[args.command](args) or 0)
         return cmd_run(args)
     except BeyondAgentError as exc:
         print_error(exc, verbose=args.verbose)

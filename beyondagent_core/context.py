@@ -65,6 +65,17 @@ class PolicyProxy:
         return await self.run.policy_llm.chat(messages, **sampling)
 
 
+def launch_settings(registry: Registry, env: Any) -> dict[str, Any]:
+    """How `env.service: launch` starts the env's server: its venv's python and serve arguments."""
+    settings: dict[str, Any] = {"args": tuple(getattr(env, "serve_args", ()))}
+    if getattr(env, "venv", None):
+        from beyondagent_core.venvs import ensure_venv, registered_recipe
+
+        recipe = registered_recipe(registry, env.venv, where=f"the venv of env {env.name!r}")
+        settings["python"] = str(ensure_venv(recipe).python)
+    return settings
+
+
 @attrs.define
 class RunContext:
     """A run in progress: its spec, directory, and the way to build components and report.
@@ -117,15 +128,20 @@ class RunContext:
             if component is None or component.registration is None:
                 return None
             service = component.block.service
+            registered = component.registration.spec
+            where = f"{self.spec.path or 'the spec'}, key env.service"
             if service == "local":
+                if getattr(registered, "venv", None):
+                    raise SpecError(f"env {registered.name!r} runs in its own venv ({registered.venv!r}), "
+                                    "not in this process", where=f"{where} (local)",
+                                    hint="set env.service: launch (or the URL of a running `beyondagent env serve`)")
                 self._env_opener = LocalEnvOpener(component.create)
             else:
                 from beyondagent_core.envservice.openers import remote_opener
 
-                where = f"{self.spec.path or 'the spec'}, key env.service"
                 config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
-                self._env_opener = remote_opener(component.registration.spec.name, service, where=where,
-                                                 config=config)
+                self._env_opener = remote_opener(registered.name, service, where=where, config=config,
+                                                 launch=launch_settings(self.registry, registered))
         return self._env_opener
 
     def env_factory(self) -> EnvOpener:

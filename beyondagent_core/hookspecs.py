@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from beyondagent_core.context import RunInfo
     from beyondagent_core.records import (
         BackendSpec,
+        CommandSpec,
         EnvSpec,
         ExplorerSpec,
         MixerSpec,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         SummarizerSpec,
         TaskFilterSpec,
         TaskSourceSpec,
+        VenvSpec,
         WorkflowSpec,
     )
 
@@ -232,6 +234,49 @@ def beyondagent_backends() -> list[BackendSpec]:
     """
 
 
+@hookspec
+def beyondagent_venvs() -> list[VenvSpec]:
+    """Return the cached virtualenvs this plugin needs (for stacks that cannot share the main env).
+
+    `factory()` (no arguments) returns a `beyondagent_core.venvs.VenvRecipe`. The plugin builds
+    and uses it with `ensure_venv(recipe)`; `beyondagent venv build NAME` builds it ahead of time.
+
+    Example::
+
+        def verl_recipe():
+            return VenvRecipe(name="verl", steps=[["torch==2.13.0"], ["verl[verl-core]==0.9.1"]],
+                              local=["beyondagent", "beyondagent-plugin-verl"],
+                              check="import verl; print('verl', verl.__version__)")
+
+        @hookimpl
+        def beyondagent_venvs():
+            return [VenvSpec(name="verl", factory=verl_recipe, summary="verl 0.9.1 on torch 2.13.0.")]
+    """
+
+
+@hookspec
+def beyondagent_commands() -> list[CommandSpec]:
+    """Return the CLI commands this plugin adds (`beyondagent <name> ...`).
+
+    `factory(parser)` adds the command's arguments to its `argparse` parser and returns
+    `handler(args) -> int`. A name the core already uses, or that two plugins register, is not
+    added (`beyondagent plugins` shows the conflict).
+
+    Example::
+
+        def add_setup(parser):
+            parser.add_argument("--rebuild", action="store_true")
+            def handler(args):
+                ensure_venv(verl_recipe(), rebuild=args.rebuild)
+                return 0
+            return handler
+
+        @hookimpl
+        def beyondagent_commands():
+            return [CommandSpec(name="verl", factory=add_setup, summary="Set up verl's venv.")]
+    """
+
+
 # --- lifecycle hooks: called during a run; failures are logged, never fatal -----------------
 
 
@@ -284,6 +329,8 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "mixer": "beyondagent_mixers",
     "reward": "beyondagent_rewards",
     "backend": "beyondagent_backends",
+    "venv": "beyondagent_venvs",
+    "command": "beyondagent_commands",
 }
 """Component kind -> the hook that registers components of that kind."""
 

@@ -78,10 +78,19 @@ class TaskSourceSpec(ComponentSpec):
 
 @attrs.frozen
 class EnvSpec(ComponentSpec):
-    """Provides an environment: `factory(config) -> Env` (one instance per episode)."""
+    """Provides an environment: `factory(config) -> Env` (one instance per episode).
+
+    An env whose stack cannot live in the main environment names the venv it runs in (`venv`,
+    a `VenvSpec` name): it is then always served out of process (`env.service: launch` starts
+    `beyondagent env serve` with that venv's python, adding `serve_args`, e.g. one process per
+    instance); `env.service: local` is refused with that reason.
+    """
 
     kind: ClassVar[str] = "env"
     label: ClassVar[str] = "environment"
+
+    venv: str | None = None
+    serve_args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
 @attrs.frozen
@@ -140,6 +149,30 @@ class BackendSpec(ComponentSpec):
     label: ClassVar[str] = "backend"
 
 
+@attrs.frozen
+class VenvSpec(ComponentSpec):
+    """Provides a cached virtualenv a plugin needs: `factory() -> VenvRecipe` (`beyondagent_core.venvs`).
+
+    Not selected by a spec: the plugin builds it with `ensure_venv(recipe)` where it needs it,
+    and `beyondagent venv list|build` shows and builds every registered one.
+    """
+
+    kind: ClassVar[str] = "venv"
+    label: ClassVar[str] = "venv"
+
+
+@attrs.frozen
+class CommandSpec(ComponentSpec):
+    """Provides a CLI command, `beyondagent <name> ...`: `factory(parser) -> handler`.
+
+    `factory` gets the command's `argparse` parser, adds its arguments (or sub-commands), and
+    returns `handler(args) -> int`, the exit status. Raise `BeyondAgentError` for user errors.
+    """
+
+    kind: ClassVar[str] = "command"
+    label: ClassVar[str] = "command"
+
+
 RECORD_TYPES: tuple[type[ComponentSpec], ...] = (
     TaskSourceSpec,
     EnvSpec,
@@ -150,5 +183,7 @@ RECORD_TYPES: tuple[type[ComponentSpec], ...] = (
     MixerSpec,
     RewardSpec,
     BackendSpec,
+    VenvSpec,
+    CommandSpec,
 )
 RECORD_TYPE_BY_KIND: dict[str, type[ComponentSpec]] = {cls.kind: cls for cls in RECORD_TYPES}

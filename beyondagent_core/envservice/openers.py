@@ -36,12 +36,18 @@ class RemoteEnvOpener:
             self.launched.stop()  # idempotent: a second aclose() finds it stopped
 
 
-def remote_opener(env_name: str, service: str, *, where: str, config: dict[str, Any]) -> RemoteEnvOpener:
-    """The opener of `env.service` = a service URL or `launch`, for the env named `env_name`."""
+def remote_opener(env_name: str, service: str, *, where: str, config: dict[str, Any],
+                  launch: dict[str, Any] | None = None) -> RemoteEnvOpener:
+    """The opener of `env.service` = a service URL or `launch`, for the env named `env_name`.
+
+    `launch` holds how to start a launched server: `python` (an env's own venv) and `args`.
+    """
     if service == "launch":
         from beyondagent_core.envservice.launch import LaunchedServer
 
-        server = LaunchedServer.start(env_name, config, where=where)
+        launch = launch or {}
+        server = LaunchedServer.start(env_name, config, where=where, python=launch.get("python"),
+                                      args=tuple(launch.get("args", ())))
         return RemoteEnvOpener(EnvServiceClient(server.url, token=server.token), env_name, launched=server)
     if not service.startswith(("http://", "https://")):
         raise SpecError(f"env.service must be local, launch or an http(s):// URL, got {service!r}", where=where,

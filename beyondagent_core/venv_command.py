@@ -1,0 +1,100 @@
+"""`beyondagent venv`: list, build and locate the cached venvs plugins register.
+
+    beyondagent venv list [--json]
+    beyondagent venv build [NAME ...] [--all] [--rebuild]
+    beyondagent venv path NAME
+
+`build` prints how long each build took (CI logs show it); a venv that is already built is
+reused and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from beyondagent_core.errors import SpecError
+
+
+def add_venv_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    venv = commands.add_parser("venv", parents=[common], help="Cached virtualenvs that plugins need (verl, AppWorld).",
+                               description="Cached virtualenvs that plugins need for stacks that cannot share this one.")
+    actions = venv.add_subparsers(dest="venv_command", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", parents=[common], help="every registered venv: where, built or not")
+    listing.add_argument("--json", action="store_true")
+    build = actions.add_parser("build", parents=[common], help="build venvs (reused when already built)")
+    build.add_argument("names", nargs="*", metavar="NAME")
+    build.add_argument("--all", action="store_true", help="every registered venv")
+    build.add_argument("--rebuild", action="store_true", help="build again from scratch")
+    path = actions.add_parser("path", parents=[common], help="print a venv's directory (built or not)")
+    path.add_argument("name")
+
+
+def run_venv_command(args: argparse.Namespace) -> int:
+    from beyondagent_core.plugins import PluginManager
+    from beyondagent_core.registry import Registry
+    from beyondagent_core.venvs import locate, registered_recipe
+
+    registry = Registry(PluginManager().load())
+    if args.venv_command == "list":
+        return _list(registry, as_json=args.json)
+    if args.venv_command == "path":
+        print(locate(registered_recipe(registry, args.name, where="beyondagent venv path")).path)
+        return 0
+    names = registry.names("venv") if args.all else args.names
+    if not names:
+        raise SpecError("say which venvs to build", where="beyondagent venv build",
+                        hint=f"names: {', '.join(registry.names('venv')) or 'none registered'}; or --all")
+    for name in names:
+        _build(registry, name, rebuild=args.rebuild)
+    return 0
+
+
+def _build(registry: object, name: str, *, rebuild: bool) -> None:
+    from rich.console import Console
+
+    from beyondagent_core.venvs import ensure_venv, locate, registered_recipe
+
+    console = Console(stderr=True)
+    recipe = registered_recipe(registry, name, where="beyondagent venv build")
+    if locate(recipe).ready and not rebuild:
+        venv = locate(recipe)
+        console.print(f"venv {name}: ready at {venv.path} (built in {venv.info().get('seconds', '?')} s)",
+                      highlight=False)
+        return
+    started = time.monotonic()
+    with console.status(f"venv {name}: building") as status:
+        venv = ensure_venv(recipe, rebuild=rebuild,
+                           progress=lambda step: status.update(f"venv {name}: {step}"))
+    console.print(f"venv {name}: built in {time.monotonic() - started:.0f} s at {venv.path}", highlight=False)
+    for line in venv.info().get("steps", []):
+        console.print(f"  {line['seconds']:>7.1f} s  {line['step']}", highlight=False)
+    if venv.info().get("check"):
+        console.print(f"  check: {venv.info()['check']}", highlight=False)
+
+
+def _list(registry: object, *, as_json: bool) -> int:
+    from beyondagent_core.venvs import locate, registered_recipe
+
+    rows = []
+    for registration in registry.registrations("venv"):  # type: ignore[attr-defined]
+        name = registration.spec.name
+        venv = locate(registered_recipe(registry, name, where="beyondagent venv list"))
+        info = venv.info() if venv.ready else {}
+        rows.append({"name": name, "provider": registration.plugin.provider, "path": str(venv.path),
+                     "ready": venv.ready, "seconds": info.get("seconds"), "check": info.get("check")})
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="plugin venvs")
+    for column in ("name", "provider", "state", "path"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        state = f"[green]ready[/] ({row['seconds']} s)" if row["ready"] else "[yellow]not built[/]"
+        table.add_row(row["name"], row["provider"], state, row["path"])
+    Console().print(table)
+    return 0

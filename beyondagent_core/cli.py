@@ -256,6 +256,8 @@ def print_plan(plan: Any) -> None:
     if plan.mixed is not None:
         console.print(f"after mixing (epoch 0): {sum(plan.mixed.values())} tasks = "
                       f"{plan.mixed['original']} original + {plan.mixed['synthetic']} synthetic")
+    if plan.backend:
+        console.print(plan.backend, highlight=False, markup=False)
     console.print("dry run: nothing was explored or trained")
 
 

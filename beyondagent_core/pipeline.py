@@ -72,6 +72,7 @@ class Plan:
     synthetic: int | None
     synthetic_source: str
     mixed: dict[str, int] | None
+    backend: str | None = None  # what the backend would run, from its optional `describe(run)`
 
 
 @contextlib.contextmanager
@@ -303,7 +304,33 @@ def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
             plugin = component.registration.plugin
             rows.append({"key": component.key_path, "kind": component.kind, "name": component.name or "",
                          "provider": plugin.provider})
-    return Plan(rows, len(train), len(val), None if synthetic is None else len(synthetic), source, mixed)
+    return Plan(rows, len(train), len(val), None if synthetic is None else len(synthetic), source, mixed,
+                backend=describe_backend(session))
+
+
+def describe_backend(session: Session) -> str | None:
+    """The backend's own account of what it would run (`describe(run)`), for `--dry-run`.
+
+    A backend that translates the spec into another system's config (verl) shows and writes
+    that config here; the run directory is created for it, nothing is trained.
+    """
+    spec = session.spec
+    backend = spec.component("backend")
+    if backend is None or backend.registration is None:
+        return None
+    with guarded(backend, "building the backend"):
+        describe = getattr(backend.create(), "describe", None)
+    if not callable(describe):
+        return None
+    run_dir = run_dir_of(spec)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
+    context = RunContext(spec=spec, info=info, manager=session.manager)
+    try:
+        with guarded(backend, "describing the backend's run"):
+            return str(describe(context))
+    finally:
+        context.close()
 
 
 def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool = False) -> dict[str, Any]:

@@ -195,6 +195,8 @@ class Backend(Protocol):
     `run.episode_runner()` (workflow, envs, each task's judge), and reports each step with
     `run.step_finished(...)`. A backend that can serve its policy as a chat LLM offers
     `policy_llm(run)` (a context manager), which makes `llm: policy` work while exploring.
+    A backend that translates the spec into another system's config may offer
+    `describe(run) -> str`: `--dry-run` prints it (and it may write that config to `run.run_dir`).
     """
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]: ...

@@ -1,0 +1,197 @@
+"""Cached plugin venvs (`beyondagent_core.venvs`): real venvs built with pip, in a temp root.
+
+The recipes here install `six` (a small wheel) so a build takes seconds; the verl and AppWorld
+plugins use the same mechanism for their real stacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from beyondagent_core.venvs import (
+    MARKER,
+    VenvBuildError,
+    VenvRecipe,
+    ensure_venv,
+    locate,
+    venv_root,
+)
+from beyondagent_core.venvs import _install_args as install_args
+
+ROOT = Path(__file__).resolve().parents[1]
+SIX = VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(),
+                 check="import six, sys; print('six', six.__version__, 'prefix', sys.prefix)")
+
+
+@pytest.fixture(autouse=True)
+def venv_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "venvs"
+    monkeypatch.setenv("BEYONDAGENT_VENVS", str(root))
+    return root
+
+
+def test_a_venv_is_built_once_then_reused(venv_cache: Path) -> None:
+    steps: list[str] = []
+    venv = ensure_venv(SIX, progress=steps.append)
+    assert venv.ready and venv.path.parent == venv_cache == venv_root()
+    assert steps[0].startswith("python -m venv") and "pip install six==1.16.0" in steps and steps[-1] == "check"
+    info = venv.info()
+    assert info["check"] == f"six 1.16.0 prefix {venv.path}"
+    assert [s["step"] for s in info["steps"]][1] == "pip install six==1.16.0" and info["seconds"] > 0
+    # the venv's own python sees six; ours does not leak PYTHONPATH into it
+    result = venv.run(["-c", "import six, os; print(six.__file__); print(os.environ.get('PYTHONPATH'))"],
+                      env=venv.environ())
+    assert result.returncode == 0 and str(venv.path) in result.stdout.splitlines()[0]
+    assert result.stdout.splitlines()[1] == "None"
+    marker = (venv.path / MARKER).stat().st_mtime_ns
+    again: list[str] = []
+    assert ensure_venv(SIX, progress=again.append).path == venv.path
+    assert again == [] and (venv.path / MARKER).stat().st_mtime_ns == marker  # reused, not rebuilt
+
+
+def test_the_key_follows_the_recipe() -> None:
+    other = VenvRecipe(name="six-test", steps=[["six==1.15.0"]], local=())
+    assert locate(SIX).path != locate(other).path
+    assert locate(SIX).path == locate(VenvRecipe(name="six-test", steps=[("six==1.16.0",)], local=[],
+                                                 check=SIX.check)).path
+    assert locate(SIX).path.name.startswith("six-test-")
+
+
+def test_an_interrupted_build_is_built_again(venv_cache: Path) -> None:
+    venv = ensure_venv(SIX)
+    (venv.path / MARKER).unlink()  # as if killed before the marker was written
+    assert not locate(SIX).ready
+    steps: list[str] = []
+    assert ensure_venv(SIX, progress=steps.append).ready and steps
+
+
+def test_a_failed_step_says_which_and_what_to_do() -> None:
+    broken = VenvRecipe(name="broken", steps=[["six==1.16.0"], ["no-such-package-beyondagent==9.9"]], local=())
+    with pytest.raises(VenvBuildError) as caught:
+        ensure_venv(broken)
+    message = str(caught.value)
+    assert "building the 'broken' venv failed at `pip install no-such-package-beyondagent==9.9`" in message
+    assert "No matching distribution" in message and "is ignored" not in message
+    assert "hint: pip could not get a package from the index" in message and "build.log" in message
+    assert not locate(broken).ready
+    assert "no-such-package-beyondagent" in locate(broken).log_path.read_text()
+
+
+def test_a_failing_check_fails_the_build() -> None:
+    recipe = VenvRecipe(name="check-fails", steps=[["six==1.16.0"]], local=(), check="import verl_is_not_here")
+    with pytest.raises(VenvBuildError, match="failed at `check`"):
+        ensure_venv(recipe)
+    assert not locate(recipe).ready
+
+
+def test_two_processes_build_it_once(venv_cache: Path) -> None:
+    script = textwrap.dedent(f"""
+        from beyondagent_core.venvs import VenvRecipe, ensure_venv
+        recipe = VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(), check={SIX.check!r})
+        print(ensure_venv(recipe).path)
+    """)
+    env = {**os.environ, "BEYONDAGENT_VENVS": str(venv_cache)}
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    paths = {proc.communicate(timeout=300)[0].strip() for proc in procs}
+    assert all(proc.returncode == 0 for proc in procs) and len(paths) == 1
+    log = (Path(paths.pop()) / "build.log").read_text()
+    assert log.count("-m venv") == 1
+
+
+def test_local_distributions_install_the_way_they_are_installed_here() -> None:
+    # The checkout is installed editable into the test venv (scripts/_env.sh): so it is in a plugin venv.
+    assert install_args("beyondagent") == ["-e", str(ROOT)]
+    source = SIX.fingerprint()
+    assert source["local"] == [] and source["python"].count(".") == 2
+    with_core = VenvRecipe(name="core", steps=[], local=["beyondagent"]).fingerprint()["local"][0]
+    assert with_core["editable"] is True and with_core["path"] == str(ROOT) and len(with_core["pyproject"]) == 12
+    with pytest.raises(VenvBuildError, match="'no-such-dist' is not installed here"):
+        VenvRecipe(name="x", steps=[], local=["no-such-dist"]).key()
+
+
+VENV_PLUGIN = '''
+from beyondagent_core import CommandSpec, VenvSpec, hookimpl
+from beyondagent_core.venvs import VenvRecipe
+
+def recipe():
+    return VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(), check="import six; print('six', six.__version__)")
+
+def add_hello(parser):
+    parser.add_argument("--name", default="world")
+    def handler(args):
+        print(f"hello {args.name}")
+        return 3
+    return handler
+
+@hookimpl
+def beyondagent_venvs():
+    return [VenvSpec(name="six-test", factory=recipe, summary="six, for tests")]
+
+@hookimpl
+def beyondagent_commands():
+    return [CommandSpec(name="hello", factory=add_hello, summary="Say hello.")]
+'''
+
+SECOND_HELLO = '''
+from beyondagent_core import CommandSpec, hookimpl
+
+def add_hello(parser):
+    return lambda args: 0
+
+def add_broken(parser):
+    raise RuntimeError("cannot add it")
+
+@hookimpl
+def beyondagent_commands():
+    return [CommandSpec(name="hello", factory=add_hello), CommandSpec(name="broken", factory=add_broken),
+            CommandSpec(name="run", factory=add_hello)]
+'''
+
+
+def test_venv_cli_lists_builds_and_locates(cli, make_dist, venv_cache: Path) -> None:
+    make_dist("beyondagent-plugin-sixer", "sixer", "bapc_sixer", VENV_PLUGIN)
+    env = {"BEYONDAGENT_VENVS": str(venv_cache)}
+    listing = cli("venv", "list", "--json", env=env)
+    assert listing.code == 0, listing.text
+    (row,) = json.loads(listing.out)
+    assert row["name"] == "six-test" and row["ready"] is False and "beyondagent-plugin-sixer 1.0.0" in row["provider"]
+    built = cli("venv", "build", "--all", env=env)
+    assert built.code == 0, built.text
+    assert "venv six-test: built in" in built.err and "pip install six==1.16.0" in built.err
+    assert "check: six 1.16.0" in built.err
+    again = cli("venv", "build", "six-test", env=env)
+    assert "venv six-test: ready at" in again.err
+    path = cli("venv", "path", "six-test", env=env)
+    assert Path(path.out.strip()) == Path(row["path"]) and (Path(row["path"]) / MARKER).is_file()
+    unknown = cli("venv", "build", "sixx", env=env)
+    assert unknown.code == 2 and "six-test" in unknown.err  # the closest name is suggested
+    nothing = cli("venv", "build", env=env)
+    assert nothing.code == 2 and "names: six-test" in nothing.err
+
+
+def test_plugin_commands(cli, make_dist) -> None:
+    make_dist("beyondagent-plugin-sixer", "sixer", "bapc_sixer", VENV_PLUGIN)
+    hello = cli("hello", "--name", "there")
+    assert hello.code == 3 and hello.out.strip() == "hello there"
+    assert "Say hello." in cli("--help").out
+    make_dist("beyondagent-plugin-second", "second", "bapc_second", SECOND_HELLO)
+    ambiguous = cli("hello")
+    assert ambiguous.code == 2
+    assert "command 'hello' is provided by more than one plugin" in ambiguous.err
+    assert "beyondagent-plugin-sixer 1.0.0 (sixer)" in ambiguous.err and "beyondagent-plugin-second" in ambiguous.err
+    broken = cli("broken")
+    assert broken.code == 2 and "command 'broken' could not be set up: RuntimeError: cannot add it" in broken.err
+    assert "beyondagent-plugin-second 1.0.0 (second)" in broken.err
+    # a plugin cannot take over a core command
+    assert "--dry-run" in cli("run", "--help").out
+    listing = json.loads(cli("plugins", "--json").out)
+    second = next(item for item in listing if item["name"] == "second")
+    assert second["provides"]["command"] == ["hello", "broken", "run"] and "hello" in second["conflicts"]["command"]

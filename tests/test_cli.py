@@ -47,6 +47,23 @@ def beyondagent_backends():
     return [BackendSpec(name="exploding", factory=Exploding)]
 '''
 
+DESCRIBING_BACKEND = '''
+from beyondagent_core import BackendSpec, hookimpl
+
+class Describing:
+    def __init__(self, config):
+        pass
+    def describe(self, run):
+        (run.run_dir / "other_config.yaml").write_text("trainer: {steps: 3}\\n")
+        return f"other system's config: trainer.steps=3 (written to {run.run_dir / 'other_config.yaml'})"
+    def train(self, data, run):
+        return {}
+
+@hookimpl
+def beyondagent_backends():
+    return [BackendSpec(name="describing", factory=Describing)]
+'''
+
 
 @pytest.fixture
 def spec(tmp_path: Path) -> Path:
@@ -151,6 +168,16 @@ def test_run_and_dry_run(cli, spec: Path, tmp_path: Path) -> None:
     assert "run finished" in run.out and '"tasks": 3' in run.out
     events = [json.loads(line)["event"] for line in (tmp_path / "runs" / "cli" / "events.jsonl").read_text().splitlines()]
     assert events[0] == "run.started" and events[-1] == "run.finished" and "train.step" in events
+
+
+def test_a_dry_run_shows_what_the_backend_would_run(cli, spec: Path, make_dist, tmp_path: Path) -> None:
+    make_dist("beyondagent-plugin-describing", "describing", "bapc_describing", DESCRIBING_BACKEND)
+    dry = cli("run", str(spec), "backend.name=describing", "--dry-run")
+    assert dry.code == 0, dry.text
+    written = tmp_path / "runs" / "cli" / "other_config.yaml"
+    assert f"other system's config: trainer.steps=3 (written to {written})" in dry.out.replace("\n", "")
+    assert written.read_text() == "trainer: {steps: 3}\n"
+    assert dry.out.rstrip().endswith("dry run: nothing was explored or trained")
 
 
 def test_a_run_failing_at_run_time_exits_1(cli, spec: Path, make_dist) -> None:

@@ -195,3 +195,61 @@ def test_plugin_commands(cli, make_dist) -> None:
     listing = json.loads(cli("plugins", "--json").out)
     second = next(item for item in listing if item["name"] == "second")
     assert second["provides"]["command"] == ["hello", "broken", "run"] and "hello" in second["conflicts"]["command"]
+
+
+class Echo:
+    """An env that needs nothing; registered as living in the `six-test` venv."""
+
+    def __init__(self, config):
+        pass
+
+
+def venv_env_plugin():
+    from beyondagent_core import EnvSpec, VenvSpec, hookimpl
+
+    class Plugin:
+        @hookimpl
+        def beyondagent_envs(self):
+            return [EnvSpec(name="echo_in_venv", factory=Echo, venv="six-test", serve_args=("--threads", "2"))]
+
+        @hookimpl
+        def beyondagent_venvs(self):
+            return [VenvSpec(name="six-test", factory=lambda: SIX)]
+
+    return Plugin()
+
+
+@pytest.mark.beyondagent_plugins("mixers")
+def test_an_env_in_its_own_venv_is_never_run_in_process(plugin_manager, register_plugin, tmp_path: Path) -> None:
+    import yaml
+
+    from beyondagent_core import pipeline
+    from beyondagent_core.context import RunContext, RunInfo
+    from beyondagent_core.errors import SpecError
+
+    register_plugin(venv_env_plugin())
+    (tmp_path / "t.jsonl").write_text('{"task_id": "a", "query": "q"}\n')
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({
+        "run": {"name": "venv-env", "output_dir": str(tmp_path / "runs")},
+        "tasks": {"train": {"name": "jsonl", "path": str(tmp_path / "t.jsonl")}},
+        "env": {"name": "echo_in_venv", "service": "local"}, "backend": {"name": "export"}}))
+    session = pipeline.prepare(path, [], manager=plugin_manager)
+    context = RunContext(spec=session.spec, manager=plugin_manager,
+                         info=RunInfo(name="venv-env", run_dir=tmp_path, seed=0, spec={}))
+    with pytest.raises(SpecError) as caught:
+        context.env_opener()
+    assert "env 'echo_in_venv' runs in its own venv ('six-test')" in str(caught.value)
+    assert "key env.service (local)" in str(caught.value) and "set env.service: launch" in str(caught.value)
+
+
+def test_launching_an_env_uses_its_venv_python(register_plugin, registry) -> None:
+    from beyondagent_core.context import launch_settings
+
+    from beyondagent_core.registry import Registry
+
+    register_plugin(venv_env_plugin())
+    fresh = Registry(registry.manager)
+    env = fresh.resolve("env", "echo_in_venv", key_path="env").spec
+    settings = launch_settings(fresh, env)
+    assert settings == {"args": ("--threads", "2"), "python": str(locate(SIX).python)} and locate(SIX).ready

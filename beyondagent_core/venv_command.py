@@ -19,7 +19,8 @@ from beyondagent_core.errors import SpecError
 
 def add_venv_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     venv = commands.add_parser("venv", parents=[common], help="Cached virtualenvs that plugins need (verl, AppWorld).",
-                               description="Cached virtualenvs that plugins need for stacks that cannot share this one.")
+                               description="Cached virtualenvs that plugins need for stacks that cannot "
+                                           "share this one.")
     actions = venv.add_subparsers(dest="venv_command", metavar="ACTION", required=True)
     listing = actions.add_parser("list", parents=[common], help="every registered venv: where, built or not")
     listing.add_argument("--json", action="store_true")

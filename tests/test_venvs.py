@@ -122,7 +122,8 @@ from beyondagent_core import CommandSpec, VenvSpec, hookimpl
 from beyondagent_core.venvs import VenvRecipe
 
 def recipe():
-    return VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(), check="import six; print('six', six.__version__)")
+    return VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(),
+                      check="import six; print('six', six.__version__)")
 
 def add_hello(parser):
     parser.add_argument("--name", default="world")
@@ -245,7 +246,6 @@ def test_an_env_in_its_own_venv_is_never_run_in_process(plugin_manager, register
 
 def test_launching_an_env_uses_its_venv_python(register_plugin, registry) -> None:
     from beyondagent_core.context import launch_settings
-
     from beyondagent_core.registry import Registry
 
     register_plugin(venv_env_plugin())

@@ -1,105 +1,59 @@
 """grpo.py matches verl's `core_algos` to 1e-6 on random inputs (the script: verl_parity.py).
 
-How it runs: in its own venv with verl==0.9.1 and torch==2.13.0 (CPU), because verl 0.9.1 pins
-transformers<5.11 and our main env has transformers 5.23. The venv lives at `$BEYONDAGENT_VERL_VENV`, default
-`<repo>/.venvs/verl`; it is built once (`python -m venv`, `pip install torch==2.13.0` first so pip keeps the
-CPU build, then `pip install verl==0.9.1`; about three minutes here) and reused while its marker file names
-the same versions. A lock file keeps two test runs from building it at once. Where the package index cannot
-be reached the test is skipped with that reason, unless BEYONDAGENT_REQUIRE_VERL_PARITY=1 makes it fail.
+How it runs: with the python of the `verl` venv that beyondagent-plugin-verl registers (verl 0.9.1 pins
+transformers<5.11 and our main env has transformers 5.23), built and cached by the core's venv mechanism
+(`beyondagent_core.venvs`; `beyondagent venv build verl` builds it ahead of time, a few minutes the first
+time). The same venv runs the verl backend, so CI builds it once. Without the verl plugin installed the test is
+skipped with that reason; where the package index cannot be reached it is skipped too, unless
+BEYONDAGENT_REQUIRE_VERL_PARITY=1 makes either a failure.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-VERL_VERSION = "0.9.1"
-TORCH_VERSION = "2.13.0"
+from beyondagent_core.plugins import PluginManager, Switches
+from beyondagent_core.registry import Registry
+from beyondagent_core.venvs import Venv, VenvBuildError, ensure_venv, registered_recipe
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
-VENV = Path(os.environ.get("BEYONDAGENT_VERL_VENV", REPO / ".venvs" / "verl"))
-MARKER = VENV / "beyondagent-verl-ready"
-HOW = (f"run in its own venv ({VENV}) with verl=={VERL_VERSION}, torch=={TORCH_VERSION} "
-       "because verl pins transformers<5.11")
-BUILD_TIMEOUT_S = 1800
+HOW = "run in the verl plugin's venv (verl 0.9.1 pins transformers<5.11)"
 PARITY_TIMEOUT_S = 600
-NO_INDEX = ("No matching distribution found", "Could not find a version", "NewConnectionError",
-            "Temporary failure in name resolution", "Network is unreachable", "Max retries exceeded",
-            "ConnectTimeoutError", "ReadTimeoutError")
 
 
-def venv_python() -> Path:
-    return VENV / "bin" / "python"
-
-
-def clean_env() -> dict[str, str]:
-    """Our environment minus what would leak the main env's packages into the venv's python."""
-    return {key: value for key, value in os.environ.items()
-            if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
-
-
-def run(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=clean_env(), check=False)
-
-
-def cannot_build(step: str, result: subprocess.CompletedProcess[str]) -> None:
-    output = result.stdout + result.stderr
-    message = f"building the verl venv failed at `{step}`:\n{output[-3000:]}"
-    if any(sign in output for sign in NO_INDEX) and os.environ.get("BEYONDAGENT_REQUIRE_VERL_PARITY") != "1":
-        pytest.skip(f"verl parity needs pip to reach the package index to build {VENV}; {message}")
-    pytest.fail(message)
-
-
-def build_venv() -> float:
-    """Create the venv from scratch; returns the seconds it took."""
-    started = time.monotonic()
-    shutil.rmtree(VENV, ignore_errors=True)
-    steps = [
-        [sys.executable, "-m", "venv", str(VENV)],
-        [str(venv_python()), "-m", "pip", "install", "--disable-pip-version-check", f"torch=={TORCH_VERSION}"],
-        [str(venv_python()), "-m", "pip", "install", "--disable-pip-version-check", f"verl=={VERL_VERSION}"],
-    ]
-    for step in steps:
-        result = run(step, BUILD_TIMEOUT_S)
-        if result.returncode != 0:
-            cannot_build(" ".join(step[-3:]), result)
-    versions = run([str(venv_python()), "-c", "import torch, verl; print(torch.__version__, verl.__version__)"], 300)
-    torch_version, verl_version = versions.stdout.split() if versions.returncode == 0 else ("?", "?")
-    if not (torch_version.startswith(TORCH_VERSION) and verl_version == VERL_VERSION):
-        pytest.fail(f"the verl venv at {VENV} has torch {torch_version} and verl {verl_version}, wanted "
-                    f"torch {TORCH_VERSION} and verl {VERL_VERSION}:\n{versions.stderr[-3000:]}")
-    MARKER.write_text(f"verl=={VERL_VERSION} torch=={TORCH_VERSION}\n")
-    return time.monotonic() - started
+def cannot_run(reason: str) -> None:
+    if os.environ.get("BEYONDAGENT_REQUIRE_VERL_PARITY") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
-def verl_python() -> Path:
-    """The venv's python, building the venv first unless a finished build for these versions is there."""
-    VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(VENV.parent / f".{VENV.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second test run waits here for the first one's build
-        try:
-            wanted = f"verl=={VERL_VERSION} torch=={TORCH_VERSION}\n"
-            if MARKER.exists() and MARKER.read_text() == wanted and venv_python().exists():
-                print(f"verl parity: reusing {VENV}")
-            else:
-                print(f"verl parity: built {VENV} in {build_venv():.0f} s")
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return venv_python()
+def verl_venv() -> Venv:
+    """The verl plugin's venv, built first when it is not cached yet."""
+    manager = PluginManager(Switches(autoload=True)).load()
+    record = manager.records.get("verl")
+    if record is None or record.status != "ok":
+        cannot_run("verl parity needs beyondagent-plugin-verl (its venv has verl): "
+                   f"{record.error if record else 'not installed'}")
+    recipe = registered_recipe(Registry(manager), "verl", where="verl parity test")
+    try:
+        return ensure_venv(recipe)
+    except VenvBuildError as exc:
+        if "could not get a package from the index" in str(exc):
+            cannot_run(f"verl parity needs pip to reach the package index to build the verl venv: {exc}")
+        raise
 
 
-def test_grpo_matches_verl_core_algos(verl_python: Path) -> None:
-    print(f"verl parity: {HOW}")
-    result = run([str(verl_python), str(HERE / "verl_parity.py"),
-                  str(REPO / "plugins" / "torch" / "beyondagent_plugin_torch" / "grpo.py")], PARITY_TIMEOUT_S)
+def test_grpo_matches_verl_core_algos(verl_venv: Venv) -> None:
+    print(f"verl parity: {HOW}: {verl_venv.path}")
+    grpo = REPO / "plugins" / "torch" / "beyondagent_plugin_torch" / "grpo.py"
+    result = subprocess.run([str(verl_venv.python), str(HERE / "verl_parity.py"), str(grpo)], capture_output=True,
+                            text=True, timeout=PARITY_TIMEOUT_S, env=verl_venv.environ(), check=False)
     lines = result.stdout.splitlines()
     mismatches = [line for line in lines if line.startswith("FAIL")]
     summary = "\n".join(lines[:1] + lines[-2:])

@@ -1,9 +1,10 @@
 """`beyondagent env serve`: host a registered environment over HTTP.
 
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--host 127.0.0.1] [--port 8000]
-        [--instances thread|ray] [--ttl SECONDS] [--max-instances N] [--call-timeout SECONDS]
+        [--instances thread|ray|process] [--ttl SECONDS] [--max-instances N] [--call-timeout SECONDS]
         [--token-env VAR] [--max-body-bytes N] [--threads N] [--inline-calls]
         [--ray-num-cpus X] [--ray-envs-per-actor N] [--ray-max-actors N] [--ray-address ADDR]
+        [--process-warm N] [--process-max-workers N]
 
 The env is built from the plugin registry by name; `--config` values are merged over its
 config class exactly like the spec's `env` block (a typo names the key). One env is built and
@@ -43,8 +44,9 @@ def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="the env's config, e.g. --config size=8 max_steps=30")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
-    serve.add_argument("--instances", choices=("thread", "ray"), default="thread",
-                       help="envs in this process on worker threads (default), or in Ray actors")
+    serve.add_argument("--instances", choices=("thread", "ray", "process"), default="thread",
+                       help="envs in this process on worker threads (default), in Ray actors, or each in its "
+                       "own worker process (for envs that must own their process, like AppWorld)")
     serve.add_argument("--ttl", type=float, default=600.0, help="seconds an idle instance lives (default 600)")
     serve.add_argument("--max-instances", type=int, default=256, help="the cap on live instances (default 256)")
     serve.add_argument("--call-timeout", type=float, default=60.0,
@@ -61,6 +63,10 @@ def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--ray-envs-per-actor", type=int, default=4, help="envs one Ray actor hosts (default 4)")
     serve.add_argument("--ray-max-actors", type=int, default=64, help="the most Ray actors (default 64)")
     serve.add_argument("--ray-address", default=None, help="a Ray cluster to join (default: start a local one)")
+    serve.add_argument("--process-warm", type=int, default=1,
+                       help="worker processes started ahead, env built (process mode; default 1)")
+    serve.add_argument("--process-max-workers", type=int, default=64,
+                       help="the most live worker processes (process mode; default 64)")
     # The launcher's: stop when the run that started us is gone.
     serve.add_argument("--exit-with-parent", type=int, default=None, help=argparse.SUPPRESS)
     env.set_defaults(env_parser=env)
@@ -128,6 +134,14 @@ def serve_command(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise BeyondAgentError(str(exc), where=WHERE) from None
         host: Any = RayHost(factory, options)
+    elif args.instances == "process":
+        from beyondagent_core.envservice.process_instances import ProcessHost, ProcessOptions
+
+        try:
+            process_options = ProcessOptions(warm=args.process_warm, max_workers=args.process_max_workers)
+        except ValueError as exc:
+            raise BeyondAgentError(str(exc), where=WHERE) from None
+        host = ProcessHost(factory, process_options)
     else:
         host = ThreadHost(factory, threads=max(1, args.threads), inline=args.inline_calls)
     pool = InstancePool(host, limits, env_name=name)

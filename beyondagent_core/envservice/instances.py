@@ -331,6 +331,7 @@ class InstancePool:
             "broken": sum(1 for inst in self.instances.values() if inst.broken),
             **{key: self.counts[key] for key in ("created", "released", "reaped", "timeouts", "hung_calls",
                                                  "env_errors", "rejected_full", "closed_at_shutdown")},
+            **(self.host.stats() if callable(getattr(self.host, "stats", None)) else {}),
         }
 
     # --- helpers -----------------------------------------------------------------------------

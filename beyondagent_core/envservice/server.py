@@ -203,6 +203,9 @@ def create_app(pool: InstancePool, *, token: str | None = None,
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         reaper = asyncio.create_task(pool.reaper(), name="envservice-reaper")
+        start = getattr(pool.host, "start", None)  # a host with work to do up front (warm workers)
+        if start is not None:
+            await start()
         try:
             yield
         finally:

@@ -1,0 +1,258 @@
+"""Envs in worker processes (`--instances process`): one process per live env, no Ray.
+
+For envs that must own their process: AppWorld allows one open world per process, freezes the
+process clock while a world is open and times code out with signals (main thread only). Each
+env here lives in its own spawned worker, whose main thread runs the env's calls one at a time
+from a pipe. The server talks to a worker from a small thread pool, so the pool's per-call
+timeout works as for thread envs; a worker whose call hung is killed (`abandon`), one that
+crashed fails its call with `actor_died` (the pool marks the instance broken), and either way
+the next `/create` gets a fresh worker.
+
+`warm` workers are started ahead, their env already built (imports done), so an episode's
+start costs a reset, not a process start; a worker is never reused after its env is closed.
+A worker exits when the server goes away (its pipe closes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from typing import Any
+
+import attrs
+import structlog
+
+from beyondagent_core.envservice.protocol import ServiceError
+from beyondagent_core.protocols import Env
+
+log = structlog.get_logger("beyondagent.envservice")
+
+
+@attrs.define
+class ProcessOptions:
+    """`warm`: workers kept started ahead (env built, waiting for a task); `max_workers`: the cap."""
+
+    warm: int = 1
+    max_workers: int = 64
+    start_timeout: float = 120.0
+
+    def __attrs_post_init__(self) -> None:
+        if self.warm < 0:
+            raise ValueError(f"process warm must be 0 or more, got {self.warm}")
+        if self.max_workers < 1:
+            raise ValueError(f"process max_workers must be at least 1, got {self.max_workers}")
+
+
+class WorkerDied(RuntimeError):
+    """The worker process is gone (crashed or killed); the pool marks the instance broken."""
+
+    actor_died = True
+
+
+class RemoteEnvError(RuntimeError):
+    """An env call raised in the worker; carries the worker's traceback for the server's log."""
+
+    def __init__(self, message: str, remote_traceback: str = ""):
+        super().__init__(message)
+        self.remote_traceback = remote_traceback
+
+
+def _worker_main(conn: Connection, factory: Callable[[], Env]) -> None:
+    """The worker: build the env, then answer `(method, args)` requests until `close` or EOF."""
+    try:
+        env = factory()
+    except BaseException as exc:  # noqa: BLE001 - report any failure to build, then exit
+        conn.send(("error", _portable(exc), traceback.format_exc()))
+        return
+    conn.send(("ready", os.getpid(), ""))
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError):  # the server is gone
+            method, args = "close", ()
+        if method == "close":
+            try:
+                env.close()
+            finally:
+                try:
+                    conn.send(("ok", None, ""))
+                except (OSError, ValueError):
+                    pass
+            return
+        try:
+            if method == "__has_method__":
+                result: Any = callable(getattr(env, args[0], None))
+            else:
+                result = getattr(env, method)(*args)
+            conn.send(("ok", result, ""))
+        except BaseException as exc:  # noqa: BLE001 - the env's failure goes back to the caller
+            conn.send(("error", _portable(exc), traceback.format_exc()))
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """`exc` if it pickles (ValueError stays ValueError for a 400), else a RuntimeError with its text."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001 - anything unpicklable becomes plain text
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+@attrs.define(eq=False)
+class Worker:
+    """One worker process and the server's end of its pipe."""
+
+    process: Any
+    conn: Connection
+    pid: int = 0
+    dead: bool = False
+
+    def request(self, method: str, args: tuple[Any, ...]) -> Any:
+        """Send one call and wait for its answer (blocking: run on a thread)."""
+        try:
+            self.conn.send((method, args))
+            status, value, remote = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            self.dead = True
+            code = self.process.exitcode
+            raise WorkerDied(f"the worker process {self.pid} hosting this env exited"
+                             + (f" with code {code}" if code is not None else "")) from None
+        if status == "error":
+            if isinstance(value, BaseException) and not isinstance(value, (KeyboardInterrupt, SystemExit)):
+                if remote:
+                    log.debug("envservice.worker_traceback", pid=self.pid, traceback=remote)
+                raise value
+            raise RemoteEnvError(str(value), remote)
+        return value
+
+    def kill(self) -> None:
+        self.dead = True
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=10)
+        self.conn.close()
+
+
+class ProcessHost:
+    """Each env in its own spawned worker process; `warm` of them started ahead."""
+
+    kind = "process"
+
+    def __init__(self, factory: Callable[[], Env], options: ProcessOptions | None = None):
+        self.factory = factory
+        self.options = options or ProcessOptions()
+        self.context = multiprocessing.get_context("spawn")  # no fork of a threaded server
+        self.executor = ThreadPoolExecutor(max_workers=self.options.max_workers + 4,
+                                           thread_name_prefix="envservice-process")
+        self.live: set[Worker] = set()
+        self.warm: list[asyncio.Future[Worker]] = []
+        self.started = 0
+
+    async def start(self) -> None:
+        """Start the warm workers (called by the server as it starts)."""
+        self._prestart()
+
+    def _spawn_blocking(self) -> Worker:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=_worker_main, args=(child, self.factory), daemon=True,
+                                       name="beyondagent-env-worker")
+        process.start()
+        child.close()
+        worker = Worker(process, parent)
+        if not parent.poll(self.options.start_timeout):
+            worker.kill()
+            raise RuntimeError(f"the env worker did not start within {self.options.start_timeout:g}s")
+        try:
+            status, value, remote = parent.recv()
+        except (EOFError, OSError):
+            worker.kill()
+            raise WorkerDied(f"the env worker exited while building its env (code {process.exitcode})") from None
+        if status != "ready":
+            worker.kill()
+            log.error("envservice.worker_start_failed", traceback=remote)
+            raise value if isinstance(value, BaseException) else RuntimeError(str(value))
+        worker.pid = value
+        self.started += 1
+        return worker
+
+    def _prestart(self) -> None:
+        loop = asyncio.get_running_loop()
+        while len(self.warm) < self.options.warm and len(self.live) + len(self.warm) < self.options.max_workers:
+            self.warm.append(loop.run_in_executor(self.executor, self._spawn_blocking))
+
+    async def open(self) -> Worker:
+        if len(self.live) >= self.options.max_workers:
+            raise ServiceError(429, "too_many_instances",
+                               f"all {len(self.live)} env worker processes are busy "
+                               f"(max_workers={self.options.max_workers}); release instances or retry later",
+                               retryable=True)
+        loop = asyncio.get_running_loop()
+        pending = self.warm.pop(0) if self.warm else loop.run_in_executor(self.executor, self._spawn_blocking)
+        self.live.add(placeholder := Worker(None, None))  # type: ignore[arg-type] - holds the slot
+        try:
+            worker = await asyncio.shield(pending)
+        except BaseException:
+            self.live.discard(placeholder)
+            if pending.done() and not pending.cancelled() and pending.exception() is None:
+                self._kill(pending.result())
+            elif not pending.done():
+                pending.add_done_callback(lambda f: f.cancelled() or f.exception() or self._kill(f.result()))
+            raise
+        finally:
+            self._prestart()
+        self.live.discard(placeholder)
+        self.live.add(worker)
+        return worker
+
+    async def call(self, handle: Worker, method: str, args: tuple[Any, ...]) -> Any:
+        if handle.dead:
+            raise WorkerDied(f"the worker process {handle.pid} hosting this env is gone")
+        return await asyncio.get_running_loop().run_in_executor(self.executor, handle.request, method, args)
+
+    async def has_method(self, handle: Worker, method: str) -> bool:
+        return bool(await self.call(handle, "__has_method__", (method,)))
+
+    async def close(self, handle: Worker) -> None:
+        try:
+            if not handle.dead:
+                await self.call(handle, "close", ())
+        finally:
+            self._kill(handle)
+
+    def abandon(self, handle: Worker) -> None:
+        """A hung call: kill the worker (its thread then gets EOF and returns)."""
+        log.warning("envservice.worker_killed", pid=handle.pid, reason="hung call")
+        self._kill(handle)
+
+    def _kill(self, worker: Worker) -> None:
+        self.live.discard(worker)
+        worker.kill()
+
+    async def task_ids(self, split: str) -> list[str]:
+        worker = await self.open()
+        try:
+            if not await self.has_method(worker, "task_ids"):
+                raise ServiceError(404, "unknown_method", "the served env has no task_ids(split): it lists no tasks")
+            return await self.call(worker, "task_ids", (split,))
+        finally:
+            await self.close(worker)
+
+    async def shutdown(self) -> None:
+        for pending in self.warm:
+            pending.add_done_callback(lambda f: f.cancelled() or f.exception() or f.result().kill())
+        self.warm.clear()
+        for worker in list(self.live):
+            if worker.process is not None:
+                self._kill(worker)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def stats(self) -> dict[str, Any]:
+        return {"workers_live": len(self.live), "workers_warm": len(self.warm), "workers_started": self.started,
+                "worker_pids": sorted(worker.pid for worker in self.live if worker.pid)}

@@ -1,0 +1,141 @@
+"""The `appworld` env: one AppWorld task world per episode, code actions, AppWorld's own grading.
+
+Runs only in the plugin's venv (it imports `appworld`, which pins pydantic 1) and only one per
+process: AppWorld allows one open world per process and freezes the process clock while it is
+open, so the env service hosts each instance in its own worker (`--instances process`). The
+world is opened with `timeout_seconds=None`: AppWorld's own code timeout uses signals (main
+thread only); the service's per-call timeout bounds a hung cell from outside instead.
+
+- `reset(task)` opens `AppWorld(task_id, experiment_name=<unique>)`; the observation is the
+  supervisor (name, e-mail, phone, as the task gives them) and the instruction (the task's own
+  `query` instead when it has one: a synthetic task on the seed task's world);
+- `step(action)` runs the first ```python block of the message with `world.execute`; the
+  episode ends when the code completes the task (`apis.supervisor.complete_task`) or after
+  `max_turns` steps;
+- `evaluate()` runs AppWorld's `evaluate_task`: passed checks / all checks (`reward: partial`)
+  or 1/0 (`sparse`), with the failed checks as text in the reward's details.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import uuid
+from typing import Any
+
+from beyondagent_core import Reward, Task
+from beyondagent_core.protocols import EnvReset, EnvStep, Message
+from beyondagent_plugin_appworld.config import AppWorldConfig, data_root, split_ids
+
+CODE_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+NO_CODE = ("No code was run: write the Python code to run in one ```python ... ``` block "
+           "(and call apis.supervisor.complete_task(...) when the task is done).")
+_episodes = itertools.count(1)
+
+
+def extract_code(text: str) -> str | None:
+    """The first fenced code block of a message (```python, ```py or a bare ```), else None."""
+    match = CODE_BLOCK.search(text or "")
+    return match.group(1).strip() if match else None
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... output truncated: {len(text) - limit} more characters not shown; print less ...]"
+
+
+def task_message(instruction: str, supervisor: dict[str, Any]) -> str:
+    name = f"{supervisor.get('first_name', '')} {supervisor.get('last_name', '')}".strip()
+    return (f"Supervisor: {name}\nE-mail: {supervisor.get('email', '')}\n"
+            f"Phone number: {supervisor.get('phone_number', '')}\n\nTask: {instruction}")
+
+
+class AppWorldEnv:
+    """One AppWorld world at a time (see the module docstring)."""
+
+    def __init__(self, config: AppWorldConfig | None = None):
+        self.config = config or AppWorldConfig()
+        self.root = data_root(self.config.root)
+        os.environ["APPWORLD_ROOT"] = str(self.root)  # AppWorld reads its paths from here
+        self.world: Any = None
+        self.task: Task | None = None
+        self.turns = 0
+        self.completed = False
+
+    # --- the episode ---------------------------------------------------------------------
+
+    def reset(self, task: Task) -> EnvReset:
+        self._close_world()
+        from appworld import AppWorld, update_root
+
+        update_root(str(self.root))
+        experiment = f"beyondagent-{os.getpid()}-{next(_episodes)}-{uuid.uuid4().hex[:8]}"
+        self.world = AppWorld(task_id=task.task_id, experiment_name=experiment, timeout_seconds=None)
+        self.task, self.turns, self.completed = task, 0, False
+        supervisor = {key: self.world.task.supervisor.get(key, "")
+                      for key in ("first_name", "last_name", "email", "phone_number")}
+        instruction = task.query or self.world.task.instruction
+        info = {"task_id": task.task_id, "instruction": instruction, "supervisor": supervisor,
+                "experiment": experiment, "pid": os.getpid(), "max_turns": self.config.max_turns}
+        return EnvReset(messages=[{"role": "user", "content": task_message(instruction, supervisor)}], info=info)
+
+    def step(self, action: Message) -> EnvStep:
+        if self.world is None:
+            raise RuntimeError("step() before reset(): open a task first")
+        self.turns += 1
+        code = extract_code(str(action.get("content") or ""))
+        if code is None:
+            output = NO_CODE
+        else:
+            output = self.world.execute(code)
+            self.completed = self.completed or bool(self.world.task_completed())
+        terminated = self.completed or self.turns >= self.config.max_turns
+        info = {"ran_code": code is not None, "completed": self.completed, "turn": self.turns,
+                "output_chars": len(output)}
+        if terminated and not self.completed:
+            info["ended_by"] = "max_turns"
+        observation = truncate(output, self.config.max_output_chars)
+        return EnvStep(observation=[{"role": "user", "content": observation}], terminated=terminated, info=info)
+
+    def evaluate(self) -> Reward:
+        if self.world is None or self.task is None:
+            return Reward(0.0, False, "no episode to evaluate: reset() was not called")
+        if self.task.query and self.task.query != self.world.task.instruction:
+            # a synthetic task on this world: AppWorld has no ground truth for its query
+            return Reward(0.0, False, "a synthetic AppWorld task has no ground truth: judge it with llm_judge",
+                          {"ground_truth": False, "completed": self.completed})
+        tracker = self.world.evaluate(suppress_errors=True)
+        passes, total = tracker.pass_count, tracker.num_tests
+        failed = [{"requirement": failure["requirement"], "trace": failure["trace"]} for failure in tracker.failures]
+        success = bool(tracker.success)
+        score = (passes / total if total else 0.0) if self.config.reward == "partial" else float(success)
+        reason = f"{passes}/{total} checks passed"
+        if failed:
+            reason += "; failed: " + "; ".join(failure["requirement"] for failure in failed)
+        details = {"passes": passes, "total": total, "reward": self.config.reward, "completed": self.completed,
+                   "failed": failed, "failed_text": "\n\n".join(f"{f['requirement']}\n{f['trace']}" for f in failed)}
+        return Reward(float(score), success, reason, details)
+
+    def close(self) -> None:
+        self._close_world()
+
+    # --- optional methods -----------------------------------------------------------------
+
+    def task_ids(self, split: str) -> list[str]:
+        return split_ids(self.root, split)
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _close_world(self) -> None:
+        world, self.world = self.world, None
+        if world is None:
+            return
+        output = getattr(world, "base_output_directory", None)  # experiments/outputs/<experiment>
+        try:
+            world.close()
+        finally:
+            if output and not self.config.keep_outputs:
+                shutil.rmtree(output, ignore_errors=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from beyondagent_core.errors import RunError
+from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.plugins import PluginManager
 from beyondagent_core.spec import Spec
 
@@ -35,11 +35,16 @@ def create_run_dir(spec: Spec, manager: PluginManager, *, resume: bool = False) 
             raise RunError(f"nothing to resume: {run_dir} does not exist",
                            where=f"{spec.path}, keys run.output_dir and run.name",
                            hint="run without --resume to start, or point run.name at the run to continue")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "spec.resolved.yaml").write_text(spec.redacted_yaml(), encoding="utf-8")
-    (run_dir / "plugins.json").write_text(
-        json.dumps(provenance(spec, manager), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "spec.resolved.yaml").write_text(spec.redacted_yaml(), encoding="utf-8")
+        (run_dir / "plugins.json").write_text(
+            json.dumps(provenance(spec, manager), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    except OSError as exc:  # output_dir is a file, read-only, on a full disk...
+        raise SpecError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}",
+                        where=f"{spec.path}, keys run.output_dir and run.name",
+                        hint="point run.output_dir at a writable directory (it is created if missing)") from None
     return run_dir
 
 

@@ -12,6 +12,7 @@ key, and a wrong type names the key, the expected type and the value. Secrets co
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -34,9 +35,19 @@ SECRET_WORDS = ("api_key", "apikey", "token", "password", "secret")
 # --- core sections -------------------------------------------------------------------------
 
 
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def _check_run_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    """A run's name is a directory under output_dir: one path component, short, portable."""
+    if not RUN_NAME.match(value or ""):
+        raise ValueError(f"run.name must be 1-100 letters, digits, '.', '_' or '-', starting with a letter or "
+                         f"digit (it names the run directory under output_dir), got {value[:120]!r}")
+
+
 @attrs.define
 class RunSection:
-    name: str = "run"
+    name: str = attrs.field(default="run", validator=_check_run_name)
     output_dir: str = "runs"
     seed: int = 0
 
@@ -269,9 +280,21 @@ def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     if not path.is_file():
         raise SpecError(f"spec file not found: {path}",
                         hint="check the path; examples/quickstart.yaml is a spec to start from")
+    size = path.stat().st_size
+    if size > SPEC_MAX_BYTES:
+        raise SpecError(f"the spec is {size} bytes; a spec file may be at most {SPEC_MAX_BYTES}", where=str(path),
+                        hint="keep data (tasks, prompts) in files the spec names, not in the spec itself")
     try:
-        text = path.read_text(encoding="utf-8")
-        config = OmegaConf.create(yaml.load(text, Loader=_unique_key_loader()) or {})
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is not part of the YAML
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"the spec is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})",
+                        where=str(path), hint="is this the right file? a spec is a YAML text file") from None
+    try:
+        config = OmegaConf.create(_load_yaml(text) or {})
+    except SpecLimitExceeded as exc:
+        raise SpecError(f"the spec is too big to read: {exc.problem}", where=_yaml_where(path, exc),
+                        hint="a spec is a short config: keep data in the files it names, and do not nest "
+                             "aliases (*name) inside aliases") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"YAML syntax error: {_yaml_problem(exc)}", where=_yaml_where(path, exc),
                         hint="fix the YAML at that line (indentation, a missing ':' or quote)") from None
@@ -294,7 +317,7 @@ def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: 
             raise SpecError(f"override {override!r} is not KEY=VALUE",
                             hint="write overrides like mixture.synthetic_ratio=2")
         try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
+            parsed = _load_yaml(value) if value.strip() else ""
             OmegaConf.update(config, key.strip(), parsed, merge=True, force_add=True)
         except (yaml.YAMLError, oc_errors.OmegaConfBaseException) as exc:
             raise SpecError(f"cannot apply override {override!r}: {_first_line(exc)}") from None
@@ -587,11 +610,68 @@ def _redact(node: Any, secrets: set[str], prefix: str) -> Any:
     return node
 
 
+SPEC_MAX_BYTES = 1 << 20
+SPEC_MAX_DEPTH = 32
+SPEC_MAX_NODES = 100_000  # after expanding aliases: a "billion laughs" spec stops here
+
+
+class SpecLimitExceeded(yaml.MarkedYAMLError):
+    """The spec is nested too deeply or expands (through aliases) to too many values."""
+
+
+def _load_yaml(text: str) -> Any:
+    """Safe YAML with limits: nesting depth, and the node count once aliases are expanded.
+
+    Checked on the composed node graph before anything is constructed, so neither an alias
+    bomb nor a deeply nested file costs memory or overflows the stack.
+    """
+    loader = _unique_key_loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_size(root: yaml.Node) -> None:
+    expanded: dict[int, int] = {}  # node id -> nodes under it, aliases expanded (each computed once)
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        if depth > SPEC_MAX_DEPTH:
+            raise SpecLimitExceeded(None, None, f"nesting deeper than {SPEC_MAX_DEPTH} levels", node.start_mark)
+        children = [child for pair in node.value for child in pair] if isinstance(node, yaml.MappingNode) else (
+            node.value if isinstance(node, yaml.SequenceNode) else [])
+        if id(node) in expanded:
+            continue
+        if not done:
+            stack.append((node, depth, True))
+            stack.extend((child, depth + 1, False) for child in children if id(child) not in expanded)
+            continue
+        expanded[id(node)] = 1 + sum(expanded.get(id(child), 1) for child in children)
+        if expanded[id(node)] > SPEC_MAX_NODES:
+            raise SpecLimitExceeded(None, None, f"more than {SPEC_MAX_NODES} values once aliases (*name) are expanded",
+                                    node.start_mark)
+
+
 def _unique_key_loader() -> type:
     """A safe YAML loader that refuses a key given twice in one mapping (a silent override)."""
 
     class Loader(yaml.SafeLoader):
-        pass
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:  # PyYAML composes recursively
+            self.depth += 1
+            try:
+                if self.depth > SPEC_MAX_DEPTH:
+                    raise SpecLimitExceeded(None, None, f"nesting deeper than {SPEC_MAX_DEPTH} levels",
+                                            self.peek_event().start_mark)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
 
     def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set[Any] = set()

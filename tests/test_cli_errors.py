@@ -251,3 +251,58 @@ def test_factory_rejecting_its_config(cli, spec):
 def test_missing_secret_environment_variable(cli, spec):
     result = cli("validate", str(spec), "run.name=${oc.env:BEYONDAGENT_TEST_UNSET_VAR}")
     assert_clean_error(result, "cannot resolve run.name", "BEYONDAGENT_TEST_UNSET_VAR")
+
+
+# --- hardening: specs that are not specs, and run directories that cannot be -------------------
+
+BOMB = "".join(f"{name}: &{name} [{', '.join([f'*{prev}'] * 9) if prev else ', '.join(['lol'] * 9)}]\n"
+               for prev, name in zip([None, *"abcdef"], "abcdefg"))
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    (BOMB, ["the spec is too big to read: more than 100000 values once aliases (*name) are expanded", "line 6"]),
+    ("x: " + "[" * 5000 + "]" * 5000 + "\n", ["the spec is too big to read: nesting deeper than 32 levels"]),
+    ("x: &a [*a]\n", ["the spec is too big to read: nesting deeper than 32 levels"]),
+])
+def test_alias_bombs_and_deep_nesting_are_refused_quickly(cli, tmp_path, text, words):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    assert_clean_error(cli("validate", str(path)), *words, f"where: {path}")
+
+
+def test_an_alias_bomb_in_an_override_is_refused(cli, spec):
+    bomb = "{a: &a [1,1,1,1,1,1,1,1,1,1], b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a], c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]," \
+           " d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c], e: [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]}"
+    assert_clean_error(cli("validate", str(spec), f"run.extra={bomb}"), "more than 100000 values")
+
+
+def test_a_binary_file_as_spec(cli, tmp_path):
+    path = tmp_path / "model.bin"
+    path.write_bytes(b"run: x\n\x00\xff\xfe\x80binary")
+    assert_clean_error(cli("validate", str(path)), "the spec is not UTF-8 text (byte 8 is 0xff)",
+                       "a spec is a YAML text file")
+
+
+def test_a_huge_spec_file(cli, tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text("# " + "x" * (1 << 20) + "\n")
+    assert_clean_error(cli("validate", str(path)), "a spec file may be at most 1048576")
+
+
+def test_a_byte_order_mark_is_fine(cli, spec):
+    spec.write_bytes(b"\xef\xbb\xbf" + spec.read_bytes())
+    result = cli("validate", str(spec))
+    assert result.code == 0, result.text
+
+
+@pytest.mark.parametrize("name", ["", "../escape", "a/b", "x" * 101, ".hidden"])
+def test_run_names_that_are_not_one_directory(cli, spec, name):
+    assert_clean_error(cli("validate", str(spec), f"run.name={name}"),
+                       "run.name must be 1-100 letters, digits", "names the run directory under output_dir")
+
+
+def test_output_dir_that_is_a_file(cli, spec, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    assert_clean_error(cli("run", str(spec), f"run.output_dir={tmp_path / 'afile'}"),
+                       f"cannot write the run directory {tmp_path / 'afile' / 'r'}: Not a directory",
+                       "keys run.output_dir and run.name", "point run.output_dir at a writable directory")

@@ -1,0 +1,329 @@
+"""The `verl` backend: the spec -> verl's config, the tasks -> parquet, verl's trainer as a child.
+
+    train(data, run):
+        venv   = verl's cached venv (built on first use)
+        files  = <run_dir>/verl/: data/train.parquet (every epoch's mix), spec.yaml (for the workers),
+                 agent_loop.yaml, verl_config.yaml (composed and validated by verl itself)
+        check  = our agent loop registered in verl; the GPUs verl was told about exist
+        launch = python -m beyondagent_plugin_verl.trainer verl_config.yaml   (in the venv)
+                 output -> <run_dir>/verl/verl.log; step metrics -> <run_dir>/metrics.jsonl
+
+`describe(run)` (`beyondagent run --dry-run`) does the first three and prints the composed config.
+A failure inside verl becomes a `RunError` with the cause found in the log (a GPU, Ray, CUDA or
+config problem) and the log's path; the console never gets verl's whole traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+import yaml
+
+from beyondagent_core.context import RunContext, TrainingData
+from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.jsonl import append_jsonl
+from beyondagent_plugin_verl import metrics as metric_map
+from beyondagent_plugin_verl.config import VerlConfig
+from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, verl_overrides
+
+log = structlog.get_logger("beyondagent.verl")
+
+VERL_DIR = "verl"
+CONFIG_FILE = "verl_config.yaml"
+COMPOSE_TIMEOUT_S = 600
+SECRET_VAR = "BEYONDAGENT_VERL_SECRET_{}"
+METRICS_FILE = "metrics.jsonl"
+# What a failed verl run's log says, and what we tell the user (first match wins).
+CAUSES: tuple[tuple[str, str, str], ...] = (
+    (r"No CUDA GPUs are available|Found no NVIDIA driver|CUDA driver|torch\.cuda\.is_available\(\) is False|"
+     r"nvidia-smi", "verl could not use a CUDA GPU",
+     "verl's training needs NVIDIA GPUs (backend.gpus_per_node of them on each node); see docs/verl.md"),
+    (r"CUDA out of memory|OutOfMemoryError", "a GPU ran out of memory",
+     "lower backend.micro_batch_size or backend.gpu_memory_utilization, or set "
+     "backend.verl.actor_rollout_ref.actor.fsdp_config.param_offload: true"),
+    (r"(?:Total available GPUs|resource.*(?:GPU|CPU)).*(?:less than|not enough|insufficient|cannot be satisfied)|"
+     r"placement group|Resources requested.*exceed", "Ray could not find the resources verl asked for",
+     "check backend.nodes and backend.gpus_per_node against `ray status` (or this machine's GPUs)"),
+    (r"ConnectionError.*ray|Could not connect to Ray|Failed to connect to GCS|ray\.init", "Ray did not start or "
+     "could not be reached", "for a cluster, set backend.ray_address (or RAY_ADDRESS) to the head node; see docs/verl.md"),
+    (r"Agent loop \S+ not registered", "verl did not find our agent loop in a worker",
+     "rebuild verl's venv: beyondagent verl setup --rebuild"),
+)
+
+
+class VerlBackend:
+    def __init__(self, config: VerlConfig):
+        self.config = config
+
+    # --- dry run ------------------------------------------------------------------------
+
+    def describe(self, run: RunContext) -> str:
+        """Compose and validate verl's config for this spec; write it and return it as text."""
+        files = self._files(run, train_files=(str(run.run_dir / VERL_DIR / "data" / "train.parquet"),),
+                            val_files=(str(run.run_dir / VERL_DIR / "data" / "val.parquet"),)
+                            if run.spec.component("tasks.val") and run.spec.component("tasks.val").name else ())
+        venv = self._venv()
+        composed = self._compose(run, files, venv)
+        text = Path(composed["config"]).read_text()
+        loop = composed["agent_loop"]
+        status = (f"registered ({loop['target']})" if loop["registered"] else f"NOT registered: {loop['error']}")
+        return (f"verl config (composed by verl {composed.get('verl', '0.9.1')} and checked by its validate_config in "
+                f"{composed['total_s']:.0f} s), written to {composed['config']}:\n{text}\n"
+                f"agent loop `{AGENT_NAME}` in verl's venv: {status}\n"
+                f"  {files.agent_loop_config}: the spec's workflow, env and judges run inside verl's rollout workers\n"
+                f"verl's venv: {venv.path}")
+
+    # --- training -----------------------------------------------------------------------
+
+    def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]:
+        from beyondagent_plugin_verl.data import write_run_data
+
+        config = self.config
+        venv = self._venv()
+        verl_dir = run.run_dir / VERL_DIR
+        try:
+            written = write_run_data(data, verl_dir / "data", epochs=config.epochs, total_steps=config.total_steps,
+                                     batch_size=config.batch_size)
+        except ValueError as exc:
+            raise RunError(str(exc), where="the mixer's tasks") from None
+        if written.steps < 1:
+            raise RunError(f"{written.rows} training rows make no full batch of backend.batch_size="
+                           f"{config.batch_size}", where=f"{run.spec.path}, key backend.batch_size",
+                           hint="lower batch_size or add tasks")
+        log.info("verl.data", rows=written.rows, epochs=written.epochs, steps=written.steps, train=str(written.train))
+        files = self._files(run, train_files=(str(written.train),),
+                            val_files=(str(written.val),) if written.val else ())
+        composed = self._compose(run, files, venv)
+        self._preflight(composed)
+        return self._launch(run, Path(composed["config"]), venv, steps=written.steps)
+
+    def _preflight(self, composed: dict[str, Any]) -> None:
+        loop = composed["agent_loop"]
+        if not loop["registered"]:
+            raise RunError(f"our agent loop is not registered in verl: {loop['error']}",
+                           where="verl's venv (the `verl.plugins` entry point `beyondagent`)",
+                           hint="beyondagent verl setup --rebuild")
+        gpus = composed.get("gpus", [])
+        if self.config.ray_address is None and not os.environ.get("RAY_ADDRESS") and len(gpus) < self.config.gpus_per_node:
+            raise RunError(f"verl's trainer needs {self.config.gpus_per_node} GPU(s) on this node "
+                           f"(backend.gpus_per_node) but torch in verl's venv sees {len(gpus)}",
+                           where="backend.gpus_per_node",
+                           hint="run on a machine with NVIDIA GPUs (docs/verl.md), or join a Ray cluster with "
+                                "backend.ray_address; on a CPU, `--dry-run` checks the config and "
+                                "`backend: torch` trains the same spec")
+
+    def _launch(self, run: RunContext, config_path: Path, venv: Any, *, steps: int) -> dict[str, Any]:
+        verl_dir = config_path.parent
+        attempt = len(list(verl_dir.glob("verl_metrics.*.jsonl")))
+        verl_metrics = verl_dir / f"verl_metrics.{attempt}.jsonl"
+        log_path = verl_dir / "verl.log"
+        env = venv.environ({"VERL_FILE_LOGGER_PATH": str(verl_metrics), "PYTHONUNBUFFERED": "1",
+                            "RAY_DEDUP_LOGS": "0", **self._secret_env(run)})
+        if self.config.ray_address:
+            env["RAY_ADDRESS"] = self.config.ray_address
+        log.info("verl.started", config=str(config_path), log=str(log_path), steps=steps, resume=run.resume)
+        started = time.monotonic()
+        last: dict[str, Any] = {}
+        with log_path.open("a") as out:
+            out.write(f"\n==== beyondagent: verl trainer, attempt {attempt} ====\n")
+            out.flush()
+            process = subprocess.Popen([str(venv.python), "-m", "beyondagent_plugin_verl.trainer", str(config_path)],
+                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                       cwd=str(verl_dir), start_new_session=True)
+            reader = _MetricsReader(verl_metrics)
+            try:
+                while True:
+                    code = process.poll()
+                    for step, values in reader.new_steps():
+                        last = self._report(run, step, values)
+                    if code is not None:
+                        break
+                    if self.config.timeout_s and time.monotonic() - started > self.config.timeout_s:
+                        _stop(process)
+                        raise RunError(f"verl ran past backend.timeout_s={self.config.timeout_s} s and was stopped",
+                                       where=str(log_path))
+                    time.sleep(1.0)
+            except BaseException:
+                _stop(process)
+                raise
+        if code != 0:
+            raise failure(log_path, code)
+        log.info("verl.finished", seconds=round(time.monotonic() - started, 1), steps=len(reader.seen))
+        return last
+
+    def _report(self, run: RunContext, step: int, values: dict[str, Any]) -> dict[str, Any]:
+        ours = metric_map.map_step(values)
+        append_jsonl(run.run_dir / METRICS_FILE, [{"step": step, "time": time.time(), **ours}])
+        run.step_finished(step, {k: v for k, v in ours.items() if not k.startswith("verl/")})
+        return ours
+
+    # --- pieces ---------------------------------------------------------------------------
+
+    def _venv(self) -> Any:
+        from beyondagent_plugin_verl.setup_command import ensure
+
+        return ensure()
+
+    def _files(self, run: RunContext, *, train_files: tuple[str, ...], val_files: tuple[str, ...]) -> RunFiles:
+        verl_dir = run.run_dir / VERL_DIR
+        verl_dir.mkdir(parents=True, exist_ok=True)
+        files = RunFiles(run_dir=run.run_dir, train_files=train_files, val_files=val_files,
+                         agent_loop_config=verl_dir / "agent_loop.yaml")
+        spec_path = verl_dir / "spec.yaml"
+        spec_path.write_text(yaml.safe_dump(_worker_spec(run), sort_keys=False, allow_unicode=True))
+        loop = [{"name": AGENT_NAME, "_target_": "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop",
+                 "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run.run_dir),
+                 "max_new_tokens": self.config.max_new_tokens}]
+        files.agent_loop_config.write_text(yaml.safe_dump(loop, sort_keys=False))
+        return files
+
+    def _compose(self, run: RunContext, files: RunFiles, venv: Any) -> dict[str, Any]:
+        overrides = verl_overrides(run.spec, self.config, files, model_path=run.spec.model.path)
+        request_path = files.agent_loop_config.parent / "compose_request.json"
+        out = files.agent_loop_config.parent / CONFIG_FILE
+        request_path.write_text(json.dumps({"model_path": run.spec.model.path, "out": str(out),
+                                            "overrides": [o.as_list() for o in overrides]}, default=str))
+        try:
+            result = venv.run(["-m", "beyondagent_plugin_verl.compose", str(request_path)], timeout=COMPOSE_TIMEOUT_S,
+                              cwd=str(files.agent_loop_config.parent))
+        except subprocess.TimeoutExpired:
+            raise RunError(f"composing verl's config took over {COMPOSE_TIMEOUT_S} s", where=str(venv.path)) from None
+        lines = result.stdout.strip().splitlines()
+        try:
+            answer = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            raise RunError(f"composing verl's config failed (exit {result.returncode}):\n{result.stderr[-2500:]}",
+                           where=str(venv.path), hint="beyondagent verl setup (checks verl's venv)") from None
+        if not answer.get("ok"):
+            raise compose_error(answer, run.spec.path)
+        log.info("verl.composed", config=answer["config"], seconds=answer["total_s"])
+        return answer
+
+    def _secret_env(self, run: RunContext) -> dict[str, str]:
+        return {SECRET_VAR.format(i): str(value) for i, (_, value) in enumerate(_secret_values(run))}
+
+
+def compose_error(answer: dict[str, Any], spec_path: Any) -> SpecError:
+    """verl's answer about a key -> our key-path error (the verl key and the spec key it came from)."""
+    origin = answer.get("origin")
+    where = f"{spec_path or 'the spec'}, key {origin}" if origin else f"{spec_path or 'the spec'}"
+    suggestions = answer.get("suggestions") or []
+    hint = (f"did you mean {' or '.join(suggestions)}?" if suggestions else
+            "see verl's config reference (verl/trainer/config/_generated_ppo_trainer.yaml) and docs/verl.md")
+    return SpecError(answer.get("error") or "verl rejected the config", where=where, hint=hint)
+
+
+def failure(log_path: Path, code: int) -> RunError:
+    """A failed verl run, in one message: the cause found in its log, and where the log is."""
+    try:
+        text = log_path.read_text(errors="replace")[-200_000:]
+    except OSError:
+        text = ""
+    for pattern, cause, hint in CAUSES:
+        match = re.search(pattern, text)
+        if match:
+            return RunError(f"verl stopped (exit {code}): {cause}: {_line_of(text, match.start())}",
+                            where=f"the whole log: {log_path}", hint=hint)
+    errors = [line.strip() for line in text.splitlines()
+              if re.match(r"\s*(?:\w+\.)*\w*(?:Error|Exception)\b.*:", line)]
+    last = errors[-1][:500] if errors else "no error line found"
+    return RunError(f"verl stopped (exit {code}): {last}", where=f"the whole log: {log_path}",
+                    hint="the log's last traceback has the details")
+
+
+def _line_of(text: str, index: int) -> str:
+    start = text.rfind("\n", 0, index) + 1
+    end = text.find("\n", index)
+    return text[start:end if end != -1 else None].strip()[:400]
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _secret_values(run: RunContext) -> list[tuple[str, Any]]:
+    found = []
+    for path in sorted(run.spec.secrets):
+        value = _get(run.spec.resolved, path)
+        if isinstance(value, str):
+            found.append((path, value))
+    return found
+
+
+def _worker_spec(run: RunContext) -> dict[str, Any]:
+    """The validated spec for verl's workers: secrets as `${oc.env:...}` (their values go by env only)."""
+    import copy
+
+    spec = copy.deepcopy(run.spec.resolved)
+    for i, (path, _) in enumerate(_secret_values(run)):
+        _set(spec, path, "${oc.env:" + SECRET_VAR.format(i) + "}")
+    return spec
+
+
+def _parts(path: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[(\d+)\]", path) if p]
+
+
+def _get(node: Any, path: str) -> Any:
+    for part in _parts(path):
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return node
+
+
+def _set(node: Any, path: str, value: Any) -> None:
+    *parents, last = _parts(path)
+    for part in parents:
+        node = node[part]
+    node[last] = value
+
+
+class _MetricsReader:
+    """Reads the new complete lines of verl's file logger as they come."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.seen: set[int] = set()
+
+    def new_steps(self) -> list[tuple[int, dict[str, Any]]]:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        steps = []
+        for line in chunk[:end].splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            step = int(record.get("step", len(self.seen)))
+            self.seen.add(step)
+            steps.append((step, record.get("data") or {}))
+        return steps

@@ -1,0 +1,191 @@
+"""Our spec -> verl's `ppo_trainer` keys: one table, read top to bottom (no verl import here).
+
+`verl_overrides(...)` returns `Override`s: the verl key, its value, and the key of ours it came
+from, so an error verl raises about a key can name the spec key the user wrote. The `verl:`
+block of the backend comes last and wins over the mapped keys. Checks that need only our own
+numbers (divisibility, GPU counts) are made here, before verl is started, as `SpecError`s
+naming our keys; verl's own validator runs on the composed config afterwards (`compose.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from beyondagent_core.errors import SpecError
+from beyondagent_core.spec import Spec
+from beyondagent_plugin_verl.config import VerlConfig
+
+AGENT_NAME = "beyondagent"  # the name our agent loop is registered under in verl
+ADV_ESTIMATORS = {"grpo": "grpo"}
+KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+@attrs.frozen
+class Override:
+    """verl key `key` set to `value`; `origin` is the spec key it comes from (for errors)."""
+
+    key: str
+    value: Any
+    origin: str
+
+    def as_list(self) -> list[Any]:
+        return [self.key, self.value, self.origin]
+
+
+@attrs.frozen
+class RunFiles:
+    """Where the launcher puts what verl reads, all inside the run directory."""
+
+    run_dir: Path
+    train_files: tuple[str, ...]
+    val_files: tuple[str, ...]
+    agent_loop_config: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+
+def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_path: str) -> list[Override]:
+    """Every verl key we set, then the `verl:` block's keys; raises SpecError on impossible settings."""
+    check(spec, config)
+    algo = spec.algorithm
+    out: list[Override] = []
+
+    def put(key: str, value: Any, origin: str) -> None:
+        out.append(Override(key, value, origin))
+
+    actor, rollout, ref = "actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.ref"
+    # model
+    put("actor_rollout_ref.model.path", model_path, "model.path")
+    if spec.model.tokenizer:
+        put("actor_rollout_ref.model.tokenizer_path", spec.model.tokenizer, "model.tokenizer")
+    # GRPO (algorithm:)
+    put("algorithm.adv_estimator", ADV_ESTIMATORS[algo.name], "algorithm.name")
+    put("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std")
+    put("algorithm.use_kl_in_reward", False, "algorithm.kl_coef")
+    put(f"{rollout}.n", algo.group_size, "algorithm.group_size")
+    put(f"{actor}.clip_ratio", algo.clip_ratio, "algorithm.clip_ratio")
+    put(f"{actor}.clip_ratio_c", algo.clip_ratio_c, "algorithm.clip_ratio_c")
+    put(f"{actor}.use_kl_loss", algo.kl_coef > 0, "algorithm.kl_coef")
+    put(f"{actor}.kl_loss_coef", algo.kl_coef, "algorithm.kl_coef")
+    put(f"{actor}.kl_loss_type", algo.kl_type, "algorithm.kl_type")
+    put(f"{actor}.loss_agg_mode", algo.loss_agg_mode, "algorithm.loss_agg_mode")
+    put(f"{actor}.entropy_coeff", algo.entropy_coeff, "algorithm.entropy_coeff")
+    # batches and the optimizer
+    put("data.train_batch_size", config.batch_size, "backend.batch_size")
+    put(f"{actor}.ppo_mini_batch_size", config.mini_batch_size or config.batch_size, "backend.mini_batch_size")
+    for key in (f"{actor}.ppo_micro_batch_size_per_gpu", f"{rollout}.log_prob_micro_batch_size_per_gpu",
+                f"{ref}.log_prob_micro_batch_size_per_gpu"):
+        put(key, config.micro_batch_size, "backend.micro_batch_size")
+    put(f"{actor}.ppo_epochs", config.ppo_epochs, "backend.ppo_epochs")
+    put(f"{actor}.optim.lr", config.lr, "backend.lr")
+    put(f"{actor}.optim.lr_warmup_steps", config.warmup_steps if config.warmup_steps else -1, "backend.warmup_steps")
+    put(f"{actor}.optim.weight_decay", config.weight_decay, "backend.weight_decay")
+    put(f"{actor}.grad_clip", config.grad_clip, "backend.grad_clip")
+    # rollout: vLLM, token budgets, sampling, our agent loop
+    put(f"{rollout}.name", "vllm", "backend.name")
+    put(f"{rollout}.mode", "async", "backend.name")
+    put(f"{rollout}.calculate_log_probs", True, "backend.name")
+    put("data.max_prompt_length", config.max_prompt_tokens, "backend.max_prompt_tokens")
+    put("data.max_response_length", config.max_response_tokens, "backend.max_response_tokens")
+    put(f"{rollout}.temperature", config.temperature, "backend.temperature")
+    put(f"{rollout}.top_p", config.top_p, "backend.top_p")
+    put(f"{rollout}.val_kwargs.temperature", config.val_temperature, "backend.val_temperature")
+    put(f"{rollout}.val_kwargs.do_sample", config.val_temperature > 0, "backend.val_temperature")
+    put(f"{rollout}.tensor_model_parallel_size", config.tensor_parallel, "backend.tensor_parallel")
+    put(f"{rollout}.gpu_memory_utilization", config.gpu_memory_utilization, "backend.gpu_memory_utilization")
+    put(f"{rollout}.agent.default_agent_loop", AGENT_NAME, "backend.name")
+    put(f"{rollout}.agent.agent_loop_config_path", str(files.agent_loop_config), "backend.name")
+    # data: the mixed tasks, written by the launcher (each epoch's mix in order: no shuffling here)
+    put("data.train_files", list(files.train_files), "tasks.train")
+    put("data.val_files", list(files.val_files or files.train_files), "tasks.val")
+    put("data.shuffle", False, "mixture")
+    put("data.seed", spec.run.seed, "run.seed")
+    put("data.return_raw_chat", True, "backend.name")
+    # length of the run: the data file holds every epoch's mix back to back (see data.py)
+    put("trainer.total_epochs", 1, "backend.epochs")
+    if config.total_steps is not None:
+        put("trainer.total_training_steps", config.total_steps, "backend.total_steps")
+    # cluster
+    put("trainer.nnodes", config.nodes, "backend.nodes")
+    put("trainer.n_gpus_per_node", config.gpus_per_node, "backend.gpus_per_node")
+    # outputs: names, checkpoints in our run dir, validation, logging to a file we read
+    put("trainer.project_name", config.project, "backend.project")
+    put("trainer.experiment_name", spec.run.name, "run.name")
+    put("trainer.default_local_dir", str(files.checkpoints), "run.output_dir")
+    put("trainer.save_freq", config.save_every if config.save_every else -1, "backend.save_every")
+    put("trainer.max_actor_ckpt_to_keep", config.keep_checkpoints, "backend.keep_checkpoints")
+    put("trainer.test_freq", config.eval_every if config.eval_every else -1, "backend.eval_every")
+    put("trainer.val_before_train", bool(config.eval_every and files.val_files), "backend.eval_every")
+    put("trainer.resume_mode", "auto", "--resume")
+    put("trainer.logger", ["console", "file"], "backend.name")
+    # the user's own verl keys last: they win
+    for key, value in flatten(config.verl).items():
+        put(key, value, f"backend.verl.{key.lstrip('+')}")
+    return out
+
+
+def check(spec: Spec, config: VerlConfig) -> None:
+    """What verl would reject later (or worse, accept), said in our keys."""
+    algo, where = spec.algorithm, f"{spec.path or 'the spec'}"
+    if algo.name not in ADV_ESTIMATORS:
+        raise SpecError(f"the verl backend maps algorithm.name {', '.join(ADV_ESTIMATORS)}, not {algo.name!r}",
+                        where=f"{where}, key algorithm.name",
+                        hint="set algorithm.name: grpo (verl's other estimators: backend.verl.algorithm.adv_estimator)")
+    if algo.group_size < 2:
+        raise SpecError(f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a group, "
+                        "so it needs at least 2", where=f"{where}, key algorithm.group_size", hint="use 4 to 16")
+    if algo.kl_type not in KL_TYPES:
+        raise SpecError(f"unknown algorithm.kl_type {algo.kl_type!r}", where=f"{where}, key algorithm.kl_type",
+                        hint=f"verl's KL types: {', '.join(KL_TYPES)}")
+    if algo.loss_agg_mode not in LOSS_AGG_MODES:
+        raise SpecError(f"unknown algorithm.loss_agg_mode {algo.loss_agg_mode!r}",
+                        where=f"{where}, key algorithm.loss_agg_mode", hint=f"one of {', '.join(LOSS_AGG_MODES)}")
+    gpus = config.nodes * config.gpus_per_node
+    sequences = config.batch_size * algo.group_size
+    if sequences % gpus:
+        raise SpecError(f"a step has backend.batch_size x algorithm.group_size = {config.batch_size} x "
+                        f"{algo.group_size} = {sequences} episodes, which {gpus} GPUs (backend.nodes x "
+                        "backend.gpus_per_node) cannot share evenly",
+                        where=f"{where}, key backend.batch_size", hint=f"make {sequences} a multiple of {gpus}")
+    mini = config.mini_batch_size or config.batch_size
+    if config.batch_size % mini:
+        raise SpecError(f"backend.mini_batch_size {mini} does not divide backend.batch_size {config.batch_size}",
+                        where=f"{where}, key backend.mini_batch_size", hint="use a divisor of batch_size, or null")
+    if (mini * algo.group_size) % gpus:
+        raise SpecError(f"a mini-batch has {mini} x {algo.group_size} episodes, which {gpus} GPUs cannot share "
+                        "evenly", where=f"{where}, key backend.mini_batch_size",
+                        hint=f"make mini_batch_size x group_size a multiple of {gpus}")
+    if config.gpus_per_node % config.tensor_parallel:
+        raise SpecError(f"backend.tensor_parallel {config.tensor_parallel} does not divide backend.gpus_per_node "
+                        f"{config.gpus_per_node}", where=f"{where}, key backend.tensor_parallel",
+                        hint="a vLLM replica's GPUs must be on one node: use a divisor of gpus_per_node")
+
+
+def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{a: {b: 1}, "c.d": 2}` -> `{"a.b": 1, "c.d": 2}` (a `+` prefix, verl's 'add a key', is kept)."""
+    flat: dict[str, Any] = {}
+    for key, value in block.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value and not str(key).startswith("+"):
+            flat.update(flatten(value, f"{dotted}."))
+        else:
+            flat[dotted] = _plain(value)
+    return flat
+
+
+def _plain(value: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(value, (DictConfig, ListConfig)):
+            return OmegaConf.to_container(value, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a core dependency
+        pass
+    return value

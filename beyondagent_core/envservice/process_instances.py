@@ -8,9 +8,12 @@ timeout works as for thread envs; a worker whose call hung is killed (`abandon`)
 crashed fails its call with `actor_died` (the pool marks the instance broken), and either way
 the next `/create` gets a fresh worker.
 
-`warm` workers are started ahead, their env already built (imports done), so an episode's
-start costs a reset, not a process start; a worker is never reused after its env is closed.
-A worker exits when the server goes away (its pipe closes).
+`warm` workers are started ahead, their env already built, so an episode's start costs a
+reset, not a process start. An env may define `preload()`: each worker calls it once before
+it takes episodes (to import heavy modules ahead). A worker whose env was closed normally
+builds a fresh env and goes back to the idle workers (`reuse`, the default: one env at a time
+per process, one after the other); a worker that hung or died is never reused. A worker exits
+when the server goes away (its pipe closes).
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ log = structlog.get_logger("beyondagent.envservice")
 
 @attrs.define
 class ProcessOptions:
-    """`warm`: workers kept started ahead (env built, waiting for a task); `max_workers`: the cap."""
+    """`warm`: workers kept started ahead (env built, waiting for a task); `max_workers`: the cap;
+    `reuse`: a worker whose env was closed builds a new one and waits for the next episode."""
 
     warm: int = 1
     max_workers: int = 64
-    start_timeout: float = 120.0
+    reuse: bool = True
+    start_timeout: float = 300.0
 
     def __attrs_post_init__(self) -> None:
         if self.warm < 0:
@@ -63,9 +68,17 @@ class RemoteEnvError(RuntimeError):
 
 
 def _worker_main(conn: Connection, factory: Callable[[], Env]) -> None:
-    """The worker: build the env, then answer `(method, args)` requests until `close` or EOF."""
+    """The worker: build the env, then answer requests until `__exit__` or EOF.
+
+    `(method, args)` runs an env method; `__close__` closes the env and `__open__` builds a
+    fresh one (a reused worker); `__has_method__` asks whether the env has a method.
+    """
+    env: Any = None
     try:
         env = factory()
+        preload = getattr(env, "preload", None)
+        if callable(preload):
+            preload()
     except BaseException as exc:  # noqa: BLE001 - report any failure to build, then exit
         conn.send(("error", _portable(exc), traceback.format_exc()))
         return
@@ -74,24 +87,29 @@ def _worker_main(conn: Connection, factory: Callable[[], Env]) -> None:
         try:
             method, args = conn.recv()
         except (EOFError, OSError):  # the server is gone
-            method, args = "close", ()
-        if method == "close":
-            try:
+            method, args = "__exit__", ()
+        if method == "__exit__":
+            if env is not None:
                 env.close()
-            finally:
-                try:
-                    conn.send(("ok", None, ""))
-                except (OSError, ValueError):
-                    pass
             return
         try:
-            if method == "__has_method__":
-                result: Any = callable(getattr(env, args[0], None))
+            if method == "__close__":
+                current, env = env, None
+                result: Any = current.close() if current is not None else None
+            elif method == "__open__":
+                env = env if env is not None else factory()
+                result = None
+            elif method == "__has_method__":
+                result = callable(getattr(env, args[0], None))
             else:
                 result = getattr(env, method)(*args)
             conn.send(("ok", result, ""))
         except BaseException as exc:  # noqa: BLE001 - the env's failure goes back to the caller
             conn.send(("error", _portable(exc), traceback.format_exc()))
+
+
+def _finished_ok(future: asyncio.Future) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -134,6 +152,8 @@ class Worker:
 
     def kill(self) -> None:
         self.dead = True
+        if self.process is None:
+            return
         if self.process.is_alive():
             self.process.kill()
         self.process.join(timeout=10)
@@ -152,8 +172,9 @@ class ProcessHost:
         self.executor = ThreadPoolExecutor(max_workers=self.options.max_workers + 4,
                                            thread_name_prefix="envservice-process")
         self.live: set[Worker] = set()
-        self.warm: list[asyncio.Future[Worker]] = []
+        self.warm: list[asyncio.Future[Worker]] = []  # workers starting, or started and idle
         self.started = 0
+        self.reused = 0
 
     async def start(self) -> None:
         """Start the warm workers (called by the server as it starts)."""
@@ -187,6 +208,12 @@ class ProcessHost:
         while len(self.warm) < self.options.warm and len(self.live) + len(self.warm) < self.options.max_workers:
             self.warm.append(loop.run_in_executor(self.executor, self._spawn_blocking))
 
+    def _idle(self, worker: Worker) -> None:
+        """Put a started worker back among the idle ones."""
+        future: asyncio.Future[Worker] = asyncio.get_running_loop().create_future()
+        future.set_result(worker)
+        self.warm.insert(0, future)  # ready ones first
+
     async def open(self) -> Worker:
         if len(self.live) >= self.options.max_workers:
             raise ServiceError(429, "too_many_instances",
@@ -194,16 +221,23 @@ class ProcessHost:
                                f"(max_workers={self.options.max_workers}); release instances or retry later",
                                retryable=True)
         loop = asyncio.get_running_loop()
-        pending = self.warm.pop(0) if self.warm else loop.run_in_executor(self.executor, self._spawn_blocking)
+        pending: asyncio.Future[Worker] | None = None
+        while self.warm and pending is None:
+            pending = self.warm.pop(0)
+            if _finished_ok(pending) and not pending.result().process.is_alive():  # died while idle
+                pending.result().kill()
+                pending = None
+        if pending is None:
+            pending = loop.run_in_executor(self.executor, self._spawn_blocking)
         self.live.add(placeholder := Worker(None, None))  # type: ignore[arg-type] - holds the slot
         try:
             worker = await asyncio.shield(pending)
         except BaseException:
             self.live.discard(placeholder)
-            if pending.done() and not pending.cancelled() and pending.exception() is None:
+            if _finished_ok(pending):
                 self._kill(pending.result())
             elif not pending.done():
-                pending.add_done_callback(lambda f: f.cancelled() or f.exception() or self._kill(f.result()))
+                pending.add_done_callback(lambda f: _finished_ok(f) and self._kill(f.result()))
             raise
         finally:
             self._prestart()
@@ -220,11 +254,20 @@ class ProcessHost:
         return bool(await self.call(handle, "__has_method__", (method,)))
 
     async def close(self, handle: Worker) -> None:
+        reusable = False
         try:
             if not handle.dead:
-                await self.call(handle, "close", ())
+                await self.call(handle, "__close__", ())
+                if self.options.reuse:
+                    await self.call(handle, "__open__", ())
+                    reusable = True
         finally:
-            self._kill(handle)
+            if reusable and not handle.dead:
+                self.live.discard(handle)
+                self.reused += 1
+                self._idle(handle)
+            else:
+                self._kill(handle)
 
     def abandon(self, handle: Worker) -> None:
         """A hung call: kill the worker (its thread then gets EOF and returns)."""
@@ -246,7 +289,10 @@ class ProcessHost:
 
     async def shutdown(self) -> None:
         for pending in self.warm:
-            pending.add_done_callback(lambda f: f.cancelled() or f.exception() or f.result().kill())
+            if _finished_ok(pending):
+                pending.result().kill()
+            else:
+                pending.add_done_callback(lambda f: _finished_ok(f) and f.result().kill())
         self.warm.clear()
         for worker in list(self.live):
             if worker.process is not None:
@@ -255,4 +301,5 @@ class ProcessHost:
 
     def stats(self) -> dict[str, Any]:
         return {"workers_live": len(self.live), "workers_warm": len(self.warm), "workers_started": self.started,
+                "workers_reused": self.reused,
                 "worker_pids": sorted(worker.pid for worker in self.live if worker.pid)}

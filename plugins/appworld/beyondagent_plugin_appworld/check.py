@@ -29,7 +29,7 @@ def check(root: Path) -> dict:
     for split in SPLITS:
         try:
             splits[split] = len(split_ids(root, split))
-        except FileNotFoundError:
+        except ValueError:
             splits[split] = None
     first = next((ids[0] for split in SPLITS if splits[split] for ids in [split_ids(root, split)]), None)
     report = {"root": str(root), "appworld": appworld.__version__, "pydantic": pydantic.VERSION,

@@ -76,8 +76,8 @@ class AppWorldJudgeConfig:
     """`appworld` judge: AppWorld's own `evaluate_task` through the env (no settings)."""
 
 
-class MissingData(FileNotFoundError):
-    """AppWorld's data directory is missing: says what to run."""
+class MissingData(ValueError):
+    """AppWorld's data directory is missing (a ValueError: the core reports it as a spec error), says what to run."""
 
 
 def data_root(root: str = "") -> Path:

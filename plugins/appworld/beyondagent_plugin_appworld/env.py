@@ -124,6 +124,20 @@ class AppWorldEnv:
 
     # --- optional methods -----------------------------------------------------------------
 
+    def preload(self) -> None:
+        """Import AppWorld and every app's models and APIs (~10 s on a busy 2-core machine).
+
+        The env service's process workers call this once before they take episodes, so an
+        episode's start pays for opening a world, not for imports.
+        """
+        from appworld import AppWorld  # noqa: F401
+        from appworld.apps import get_all_apps
+        from appworld.common.utils import import_apis_module, import_models_module
+
+        for app in get_all_apps():
+            import_models_module(app)
+            import_apis_module(app)
+
     def task_ids(self, split: str) -> list[str]:
         return split_ids(self.root, split)
 

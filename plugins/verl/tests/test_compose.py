@@ -1,0 +1,76 @@
+"""`beyondagent run SPEC --dry-run` with `backend: verl`: verl's own Hydra config, composed and validated.
+
+Real verl (in its venv): `compose.py` composes `ppo_trainer` with Hydra, applies our mapping and
+the `verl:` block, and runs verl's `validate_config`; the CLI prints the result and writes
+`verl_config.yaml`. Errors from verl come back as our key-path errors.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def dry_run(tmp_path: Path, backend: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
+    data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
+    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["backend"].update(backend or {})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    return subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(spec), "--dry-run"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_dry_run_prints_and_writes_the_composed_verl_config(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = dry_run(tmp_path)
+    print(f"dry run with verl's compose + validate_config: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    written = tmp_path / "runs" / "verl_frozenlake" / "verl" / "verl_config.yaml"
+    assert written.is_file()
+    config = yaml.safe_load(written.read_text())
+    rollout, actor = config["actor_rollout_ref"]["rollout"], config["actor_rollout_ref"]["actor"]
+    # our mapping, as verl holds it after composing its own defaults around it
+    assert rollout["n"] == 8 and config["data"]["train_batch_size"] == 4
+    assert actor["optim"]["lr"] == 0.005 and actor["use_kl_loss"] is False and actor["entropy_coeff"] == 0.01
+    assert config["algorithm"]["adv_estimator"] == "grpo"
+    assert config["actor_rollout_ref"]["model"]["path"] == tiny_model
+    assert rollout["agent"]["default_agent_loop"] == "beyondagent"
+    assert config["trainer"]["default_local_dir"].startswith(str(tmp_path / "runs" / "verl_frozenlake"))
+    # the `verl:` block
+    assert config["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"] is False
+    assert rollout["agent"]["num_workers"] == 2
+    # verl's defaults are all there (a key we never set)
+    assert "ppo_max_token_len_per_gpu" in actor
+    agent_loop = yaml.safe_load(Path(rollout["agent"]["agent_loop_config_path"]).read_text())
+    assert agent_loop[0]["_target_"] == "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop"
+    assert Path(agent_loop[0]["spec_path"]).is_file()
+    out = proc.stdout
+    assert "actor_rollout_ref:" in out and "agent loop `beyondagent` in verl's venv: registered" in out
+    assert "dry run: nothing was explored or trained" in out
+
+
+def test_a_typo_in_the_verl_block_names_the_key_and_the_closest_one(verl_venv: Any, tiny_model: str,
+                                                                   tmp_path: Path) -> None:
+    proc = dry_run(tmp_path, {"verl": {"actor_rollout_ref.actor.ppo_epoch": 2}})
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    err = proc.stderr
+    assert "verl has no key 'actor_rollout_ref.actor.ppo_epoch'" in err
+    assert "backend.verl.actor_rollout_ref.actor.ppo_epoch" in err
+    assert "actor_rollout_ref.actor.ppo_epochs" in err  # did you mean
+    assert "Traceback" not in err
+
+
+def test_verl_validator_rejections_come_back_as_errors(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    proc = dry_run(tmp_path, {"verl": {"actor_rollout_ref.actor.ppo_mini_batch_size": 16}})
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "validate_config rejected the config" in proc.stderr and "ppo_mini_batch_size" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -83,11 +83,17 @@ def json_lines(path: str | Path, bad: BadRecords, *, hint: str | None = None) ->
     path = Path(path)
     if not path.is_file():
         raise DataError(f"file not found: {path}", hint="check the path in the spec (relative paths start at the current directory)")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            where = f"{path}:{number}"
+            try:  # line by line, so one bad byte costs one record, with its line number
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                bad.report(where, f"not UTF-8 text (byte {exc.start + 1} of the line is {raw[exc.start]:#04x})",
+                           hint=hint)
+                continue
             if not line.strip():
                 continue
-            where = f"{path}:{number}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:

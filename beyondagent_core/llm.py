@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import structlog
 
+from beyondagent_core.checks import number
 from beyondagent_core.errors import BeyondAgentError, RunError
 from beyondagent_core.types import Turn
 
@@ -42,16 +43,6 @@ PLACEHOLDER_API_KEY = "not-needed"
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "stop", "seed", "presence_penalty",
                  "frequency_penalty")
 RETRY_STATUSES = frozenset({408, 429})  # plus every 5xx
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
-
-
-def _not_negative(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None and value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
 @attrs.define
@@ -71,15 +62,15 @@ class LLMConfig:
     model: str = ""
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: float | None = attrs.field(default=None, validator=number(ge=0))
+    top_p: float | None = attrs.field(default=None, validator=number(gt=0, le=1))
     top_k: int | None = None
-    max_tokens: int | None = attrs.field(default=None, validator=_positive)
-    timeout: float = attrs.field(default=60.0, validator=_positive)
-    max_llm_retries: int = attrs.field(default=3, validator=_not_negative)
-    backoff_base: float = attrs.field(default=0.5, validator=_not_negative)
-    backoff_max: float = attrs.field(default=30.0, validator=_not_negative)
-    max_concurrency: int = attrs.field(default=64, validator=_positive)
+    max_tokens: int | None = attrs.field(default=None, validator=number(gt=0))
+    timeout: float = attrs.field(default=60.0, validator=number(gt=0))
+    max_llm_retries: int = attrs.field(default=3, validator=number(ge=0))
+    backoff_base: float = attrs.field(default=0.5, validator=number(ge=0))
+    backoff_max: float = attrs.field(default=30.0, validator=number(ge=0))
+    max_concurrency: int = attrs.field(default=64, validator=number(gt=0))
 
 
 class LLMError(RunError):

@@ -336,6 +336,14 @@ def describe_backend(session: Session) -> str | None:
 def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool = False) -> dict[str, Any]:
     """Do the run; returns the backend's final metrics. `resume` continues the run in its directory."""
     spec, manager = session.spec, session.manager
+    backend = spec.component("backend")
+    with guarded(backend, "building the backend"):
+        trainer = backend.create()
+    if resume:  # every check that can refuse a resume runs before the run directory is written
+        check = getattr(trainer, "check_resume", None)
+        if callable(check) and run_dir_of(spec).is_dir():
+            with guarded(backend, "checking the run to resume"):
+                check(run_dir_of(spec), spec)
     run_dir = create_run_dir(spec, manager, resume=resume)
     log_events_to(run_dir / "events.jsonl")
     info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
@@ -349,13 +357,13 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
         train = load_tasks(spec, "tasks.train", bad)
         val = load_tasks(spec, "tasks.val", bad)
         synthetic, _ = explore(context, train, bad)
-        mixer, backend = spec.component("mixture"), spec.component("backend")
+        mixer = spec.component("mixture")
         with guarded(mixer, "building the mixer"):
             data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)
         log.info("data.ready", original=len(train), synthetic=len(synthetic), val=len(val),
                  skipped_bad_records=bad.count)
         with guarded(backend, "training"):
-            metrics = backend.create().train(data, context) or {}
+            metrics = trainer.train(data, context) or {}
         status = "ok"
         return metrics
     finally:

@@ -197,6 +197,8 @@ class Backend(Protocol):
     `policy_llm(run)` (a context manager), which makes `llm: policy` work while exploring.
     A backend that translates the spec into another system's config may offer
     `describe(run) -> str`: `--dry-run` prints it (and it may write that config to `run.run_dir`).
+    A backend that can refuse `--resume` (no checkpoint, a changed spec) offers
+    `check_resume(run_dir, spec)`, raising the refusal before anything in the run directory is written.
     """
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]: ...

@@ -23,6 +23,7 @@ import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
+from beyondagent_core.checks import FieldRangeError, number
 from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.llm import LLMConfig
 from beyondagent_core.registry import Registration, Registry
@@ -66,14 +67,14 @@ class AlgorithmSection:
     """GRPO as verl defines it (see DESIGN.md, "Training")."""
 
     name: str = "grpo"
-    group_size: int = 8
+    group_size: int = attrs.field(default=8, validator=number(ge=1))
     norm_adv_by_std: bool = True
-    clip_ratio: float = 0.2
-    clip_ratio_c: float = 3.0
-    kl_coef: float = 0.001
+    clip_ratio: float = attrs.field(default=0.2, validator=number(gt=0))
+    clip_ratio_c: float = attrs.field(default=3.0, validator=number(gt=1))
+    kl_coef: float = attrs.field(default=0.001, validator=number(ge=0))
     kl_type: str = "low_var_kl"
     loss_agg_mode: str = "token-mean"
-    entropy_coeff: float = 0.0
+    entropy_coeff: float = attrs.field(default=0.0, validator=number(ge=0))
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -144,13 +145,13 @@ class ExploreBlock:
     """
 
     name: str | None = None
-    n: int = 0
-    workers: int = 4
+    n: int = attrs.field(default=0, validator=number(ge=0))
+    workers: int = attrs.field(default=4, validator=number(ge=1))
     cache: str | None = None
     executor: str = attrs.field(default="local", validator=attrs.validators.in_(("local", "ray")))
     ray_address: str | None = None
-    ray_actors: int = 2
-    ray_num_cpus: float = 0.25
+    ray_actors: int = attrs.field(default=2, validator=number(ge=1))
+    ray_num_cpus: float = attrs.field(default=0.25, validator=number(gt=0))
 
 
 @attrs.define
@@ -459,6 +460,10 @@ def structured(cls: type, data: dict[str, Any], prefix: str, where: str, *,
         key_path = _join(prefix, exc.full_key or "?")
         raise SpecError(f"missing required value {key_path}", where=f"{where}, key {key_path}",
                         hint=f"set {key_path} in the spec or with an override {key_path}=...") from None
+    except FieldRangeError as exc:
+        key_path = _join(prefix, exc.field)
+        raise SpecError(f"{key_path} {exc.message}", where=f"{where}, key {key_path}",
+                        hint=f"set {key_path} to a value in range") from None
     except (oc_errors.ValidationError, TypeError, ValueError) as exc:
         raise SpecError(f"invalid {prefix or 'spec'}: {_first_line(exc)}", where=f"{where}, key {prefix}") from None
 

@@ -45,6 +45,18 @@ class Task:
             raise ValueError(f"task_id must be a non-empty string, got {self.task_id!r}")
         if self.origin not in ORIGINS:
             raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}")
+        # Checked, never coerced: a list query would otherwise become the prompt "['x']".
+        for name in ("env", "query", "judge", "seed_task_id"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{name} must be a string or null, got {type(value).__name__} {_short(value)}")
+        if not isinstance(self.metadata, dict):
+            raise ValueError(f"metadata must be an object, got {type(self.metadata).__name__} {_short(self.metadata)}")
+        if not isinstance(self.open_query, bool):
+            raise ValueError(f"open_query must be true or false, got {_short(self.open_query)}")
+        if self.confidence is not None and (isinstance(self.confidence, bool)
+                                            or not isinstance(self.confidence, (int, float))):
+            raise ValueError(f"confidence must be a number or null, got {_short(self.confidence)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, **attrs.asdict(self, recurse=False)}
@@ -129,6 +141,11 @@ class Trajectory:
         if fields.get("reward") is not None:
             fields["reward"] = Reward.from_dict(fields["reward"])
         return cls(**fields)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _fields_of(cls: type, data: Any, *, versioned: bool = True) -> dict[str, Any]:

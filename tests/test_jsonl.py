@@ -254,3 +254,49 @@ def test_append_after_write_keeps_earlier_records(tmp_path: Path) -> None:
     write_tasks(path, TASKS[:2])
     append_jsonl(path, [TASKS[2]])
     assert read_tasks(path) == TASKS
+
+
+def test_invalid_utf8_costs_one_line_with_its_number(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes((task_line("a") + "\n").encode() + b'{"task_id": "b\xff"}\n' + (task_line("c") + "\n").encode())
+    with pytest.raises(DataError) as info:
+        read_tasks(path)
+    assert f"{path}:2" in str(info.value) and "not UTF-8 text (byte 15 of the line is 0xff)" in str(info.value)
+    bad = BadRecords("skip")
+    assert [task.task_id for task in read_tasks(path, bad)] == ["a", "c"] and bad.count == 1
+
+
+def test_a_byte_order_mark_on_line_one_is_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (task_line("a") + "\n" + task_line("b") + "\n").encode())
+    assert [task.task_id for task in read_tasks(path)] == ["a", "b"]
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"query": ["x"]}, "query must be a string or null, got list ['x']"),
+    ({"query": 3}, "query must be a string or null, got int 3"),
+    ({"env": {"name": "x"}}, "env must be a string or null"),
+    ({"judge": 1}, "judge must be a string or null"),
+    ({"metadata": [1, 2]}, "metadata must be an object, got list [1, 2]"),
+    ({"open_query": "yes"}, "open_query must be true or false, got 'yes'"),
+    ({"confidence": "high"}, "confidence must be a number or null, got 'high'"),
+    ({"confidence": True}, "confidence must be a number or null, got True"),
+    ({"task_id": 7}, "task_id must be a non-empty string, got 7"),
+])
+def test_wrong_field_types_are_refused_not_coerced(tmp_path: Path, fields: dict, reason: str) -> None:
+    path = write_lines(tmp_path / "tasks.jsonl", task_line("ok"), json.dumps({"task_id": "t", **fields}))
+    with pytest.raises(DataError) as info:
+        read_tasks(path)
+    assert f"{path}:2" in str(info.value) and reason in str(info.value)
+
+
+def test_duplicate_task_ids_name_both_lines(tmp_path: Path) -> None:
+    from beyondagent_core.sources.jsonl import JsonlSourceConfig, JsonlTaskSource
+
+    path = write_lines(tmp_path / "tasks.jsonl", task_line("a"), task_line("b"), task_line("a"))
+    source = JsonlTaskSource(JsonlSourceConfig(path=str(path)))
+    with pytest.raises(DataError) as info:
+        list(source.load(BadRecords()))
+    assert f"{path}:3" in str(info.value) and "duplicate task_id 'a' (first at line 1)" in str(info.value)
+    bad = BadRecords("skip")
+    assert [task.task_id for task in source.load(bad)] == ["a", "b"] and bad.count == 1

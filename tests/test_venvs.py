@@ -159,7 +159,7 @@ def beyondagent_commands():
 
 def test_venv_cli_lists_builds_and_locates(cli, make_dist, venv_cache: Path) -> None:
     make_dist("beyondagent-plugin-sixer", "sixer", "bapc_sixer", VENV_PLUGIN)
-    env = {"BEYONDAGENT_VENVS": str(venv_cache)}
+    env = {"BEYONDAGENT_VENVS": str(venv_cache), "BEYONDAGENT_PLUGINS": "sixer"}  # not this machine's plugins
     listing = cli("venv", "list", "--json", env=env)
     assert listing.code == 0, listing.text
     (row,) = json.loads(listing.out)
@@ -184,16 +184,17 @@ def test_plugin_commands(cli, make_dist) -> None:
     assert hello.code == 3 and hello.out.strip() == "hello there"
     assert "Say hello." in cli("--help").out
     make_dist("beyondagent-plugin-second", "second", "bapc_second", SECOND_HELLO)
-    ambiguous = cli("hello")
+    env = {"BEYONDAGENT_PLUGINS": "sixer,second"}
+    ambiguous = cli("hello", env=env)
     assert ambiguous.code == 2
     assert "command 'hello' is provided by more than one plugin" in ambiguous.err
     assert "beyondagent-plugin-sixer 1.0.0 (sixer)" in ambiguous.err and "beyondagent-plugin-second" in ambiguous.err
-    broken = cli("broken")
+    broken = cli("broken", env=env)
     assert broken.code == 2 and "command 'broken' could not be set up: RuntimeError: cannot add it" in broken.err
     assert "beyondagent-plugin-second 1.0.0 (second)" in broken.err
     # a plugin cannot take over a core command
     assert "--dry-run" in cli("run", "--help").out
-    listing = json.loads(cli("plugins", "--json").out)
+    listing = json.loads(cli("plugins", "--json", env=env).out)
     second = next(item for item in listing if item["name"] == "second")
     assert second["provides"]["command"] == ["hello", "broken", "run"] and "hello" in second["conflicts"]["command"]
 

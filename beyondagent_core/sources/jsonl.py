@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import attrs
 from omegaconf import MISSING
 
-from beyondagent_core.jsonl import BadRecords, read_jsonl
+from beyondagent_core.jsonl import BadRecords, json_lines
 from beyondagent_core.types import Task
 
 
@@ -27,4 +27,18 @@ class JsonlTaskSource:
         self.config = config
 
     def load(self, bad: BadRecords) -> Iterator[Task]:
-        return itertools.islice(read_jsonl(self.config.path, Task.from_dict, bad), self.config.limit)
+        return itertools.islice(self._tasks(bad), self.config.limit)
+
+    def _tasks(self, bad: BadRecords) -> Iterator[Task]:
+        first_line: dict[str, int] = {}  # a duplicate is reported here, where its line is known
+        for where, number, obj in json_lines(self.config.path, bad):
+            try:
+                task = Task.from_dict(obj)
+            except (ValueError, TypeError, KeyError) as exc:
+                bad.report(where, str(exc))
+                continue
+            if task.task_id in first_line:
+                bad.report(where, f"duplicate task_id {task.task_id!r} (first at line {first_line[task.task_id]})")
+                continue
+            first_line[task.task_id] = number
+            yield task

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from beyondagent_core.checks import number
 from beyondagent_core.errors import SpecError
 from beyondagent_core.spec import Spec
 
@@ -25,51 +26,31 @@ class TorchConfig:
     """
 
     device: str = "auto"
-    epochs: int = 1
-    total_steps: int | None = None
-    batch_size: int = 8
+    epochs: int = attrs.field(default=1, validator=number(ge=1))
+    total_steps: int | None = attrs.field(default=None, validator=number(ge=1))
+    batch_size: int = attrs.field(default=8, validator=number(ge=1))
     # optimizer
-    lr: float = 1e-6
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    ppo_epochs: int = 1
-    mini_batch_size: int | None = None
-    micro_batch_size: int = 16
+    lr: float = attrs.field(default=1e-6, validator=number(gt=0))
+    warmup_steps: int = attrs.field(default=0, validator=number(ge=0))
+    weight_decay: float = attrs.field(default=0.01, validator=number(ge=0))
+    grad_clip: float = attrs.field(default=1.0, validator=number(gt=0))
+    ppo_epochs: int = attrs.field(default=1, validator=number(ge=1))
+    mini_batch_size: int | None = attrs.field(default=None, validator=number(ge=1))
+    micro_batch_size: int = attrs.field(default=16, validator=number(ge=1))
     # rollout
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    max_episode_tokens: int = 1024
-    max_concurrency: int = 64
+    temperature: float = attrs.field(default=1.0, validator=number(ge=0))  # 0 = greedy
+    top_p: float = attrs.field(default=1.0, validator=number(gt=0, le=1))
+    max_new_tokens: int = attrs.field(default=64, validator=number(ge=1))
+    max_episode_tokens: int = attrs.field(default=1024, validator=number(ge=1))
+    max_concurrency: int = attrs.field(default=64, validator=number(ge=1))
     # validation, checkpoints, outputs
-    eval_every: int = 0
-    val_temperature: float = 0.0
-    save_every: int = 0
-    keep_checkpoints: int = 2
-    samples_per_step: int = 2
+    eval_every: int = attrs.field(default=0, validator=number(ge=0))
+    val_temperature: float = attrs.field(default=0.0, validator=number(ge=0))
+    save_every: int = attrs.field(default=0, validator=number(ge=0))
+    keep_checkpoints: int = attrs.field(default=2, validator=number(ge=1))
+    samples_per_step: int = attrs.field(default=2, validator=number(ge=0))
     tensorboard: bool | None = None
     report: bool = True
-
-    def __attrs_post_init__(self) -> None:
-        positive = ("epochs", "batch_size", "ppo_epochs", "micro_batch_size", "max_new_tokens",
-                    "max_episode_tokens", "max_concurrency", "keep_checkpoints")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("total_steps", "mini_batch_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 or null, got {value}")
-        for name in ("warmup_steps", "eval_every", "save_every", "samples_per_step"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.temperature < 0 or self.val_temperature < 0:
-            raise ValueError("temperature and val_temperature must be >= 0 (0 = greedy)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 
 
 def check_algorithm(spec: Spec) -> None:

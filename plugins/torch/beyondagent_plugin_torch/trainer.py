@@ -30,6 +30,7 @@ from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.runtime.tokens import ChatTemplate
+from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
 from beyondagent_plugin_torch import grpo
 from beyondagent_plugin_torch.checkpoint import (
@@ -62,6 +63,14 @@ class TorchBackend:
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]:
         return Trainer(self.config, data, run).fit()
 
+    def check_resume(self, run_dir: Path, spec: Spec) -> None:
+        """Refuse a `--resume` with no checkpoint or a changed spec, before the run dir is touched."""
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise RunError(f"nothing to resume: {run_dir} has no checkpoint", where=str(run_dir / "checkpoints"),
+                           hint="run without --resume to start, or set backend.save_every to save during a run")
+        check_resumable(checkpoint, spec_snapshot(spec), backend_volatile=RESUMABLE_KEYS, spec_path=str(spec.path))
+
     @contextlib.contextmanager
     def policy_llm(self, run: RunContext) -> Iterator[PolicyLLM]:
         """The starting policy as a chat LLM (`llm: policy` during exploration, before training)."""
@@ -83,7 +92,7 @@ class Trainer:
         check_algorithm(spec)
         self.config, self.data, self.run, self.algorithm = config, data, run, spec.algorithm
         self.runner = run.episode_runner()  # env, workflow and judge fail here, before the model loads
-        self.spec_snapshot = json.loads(json.dumps(spec.redacted(), default=str))
+        self.spec_snapshot = spec_snapshot(spec)
         first_epoch = data.epoch_tasks(0)
         if not first_epoch:
             raise RunError("there are no training tasks", where=f"{spec.path}, key tasks.train",
@@ -187,6 +196,7 @@ class Trainer:
                             config=self.config, temperature=self.config.temperature or 1.0, generator=generator)
         self.lr_schedule.step()
         self.model.eval()
+        check_finite(step, self.model, actor)
         update_seconds = time.perf_counter() - update_started
         self.write_samples(metrics_log, step, "train", episodes)
         step_seconds = time.perf_counter() - started
@@ -353,3 +363,25 @@ def origin_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
             metrics[f"{split}/success_rate_{origin}"] = statistics.fmean(
                 float(e.trajectory.reward.success) if e.trajectory.reward else 0.0 for e in group)
     return metrics
+
+
+def check_finite(step: int, model: Any, actor: dict[str, float]) -> None:
+    """Stop at the first step whose loss or updated weights are NaN/inf (before a checkpoint saves them).
+
+    A non-finite gradient norm alone skips that optimizer step (as verl does, counted in the
+    metrics); a non-finite loss means the policy's own log-probs are, and weights that became
+    non-finite cannot be trained back: the run fails here with the cause.
+    """
+    loss = actor.get("actor/pg_loss", 0.0)
+    if math.isfinite(loss) and all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+        return
+    raise RunError(f"step {step}: training diverged: the policy's loss or weights are NaN or infinite "
+                   f"(loss {loss}, grad norm {actor.get('actor/grad_norm')})",
+                   hint="lower backend.lr (or set backend.grad_clip); --resume continues from the last good "
+                        "checkpoint, which holds no NaN")
+
+
+def spec_snapshot(spec: Spec) -> dict[str, Any]:
+    """The redacted spec as plain JSON values: what a checkpoint records and a resume compares."""
+    return json.loads(json.dumps(spec.redacted(), default=str))
+

@@ -115,3 +115,35 @@ def test_an_env_returning_a_non_string_observation(run_spec, test_envs, tmp_path
     spec["workflow"] = {"name": "react", "max_turns": 2}
     with pytest.raises(RunError, match="non-string observation"):
         run_spec(spec)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("backend.lr=.inf", "backend.lr must be a finite number (> 0), got inf"),
+    ("backend.lr=.nan", "backend.lr must be a finite number (> 0), got nan"),
+    ("backend.grad_clip=-1", "backend.grad_clip must be > 0, got -1"),
+    ("backend.temperature=.nan", "backend.temperature must be a finite number (>= 0), got nan"),
+    ("algorithm.group_size=0", "algorithm.group_size must be >= 1, got 0"),
+    ("algorithm.clip_ratio=.nan", "algorithm.clip_ratio must be a finite number (> 0), got nan"),
+    ("algorithm.kl_coef=-0.1", "algorithm.kl_coef must be >= 0, got -0.1"),
+])
+def test_out_of_range_numbers_name_their_key(run_spec, test_envs, tmp_path: Path, override: str, message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        run_spec(small_spec(tmp_path), override, dry_run=True)
+    assert message in str(caught.value) and f"key {override.split('=')[0]}" in str(caught.value)
+
+
+def test_a_diverged_update_stops_the_run_with_the_step() -> None:
+    import math
+
+    import torch
+    from beyondagent_plugin_torch.trainer import check_finite
+
+    model = torch.nn.Linear(2, 2)
+    check_finite(3, model, {"actor/pg_loss": 0.5, "actor/grad_norm": 1.0})  # finite: nothing happens
+    with pytest.raises(RunError, match="step 3: training diverged") as caught:
+        check_finite(3, model, {"actor/pg_loss": math.nan, "actor/grad_norm": math.nan})
+    assert "loss nan" in str(caught.value) and "lower backend.lr" in str(caught.value)
+    with torch.no_grad():
+        model.weight[0, 0] = math.inf
+    with pytest.raises(RunError, match="step 7: training diverged: the policy's loss or weights are NaN"):
+        check_finite(7, model, {"actor/pg_loss": 0.5, "actor/grad_norm": 1.0})

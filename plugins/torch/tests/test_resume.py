@@ -79,11 +79,16 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(tmp_path: Pat
 def test_resume_refuses_a_changed_spec_and_names_the_keys(run_spec, test_envs, tmp_path: Path) -> None:
     spec = word_game_spec(tmp_path, total_steps=1)
     del spec["tasks"]["val"]
-    run_spec(spec)
+    first = run_spec(spec)
+    written = {name: (first.run_dir / name).read_bytes() for name in ("spec.resolved.yaml", "plugins.json")}
+    events = (first.run_dir / "events.jsonl").read_bytes()
     with pytest.raises(RunError) as caught:
         run_spec(spec, "algorithm.clip_ratio=0.3", "backend.lr=0.1", "backend.total_steps=3", resume=True)
     message = str(caught.value)
     assert "algorithm.clip_ratio" in message and "backend.lr" in message
+    # the refusal came before any write: the run directory still describes the run that was made
+    assert {name: (first.run_dir / name).read_bytes() for name in written} == written
+    assert (first.run_dir / "events.jsonl").read_bytes() == events
     assert "total_steps" not in message  # how long a run is may change on resume
     # Lengthening the run is a valid resume.
     result = run_spec(spec, "backend.total_steps=2", resume=True)

@@ -25,6 +25,7 @@ import structlog
 
 from beyondagent_core.envs.local import as_opener
 from beyondagent_core.explore_checkpoint import Checkpoint, fingerprint
+from beyondagent_core.failures import FailureTally
 from beyondagent_core.protocols import ChatLLM, EnvOpener, Explorer, Summarizer, TaskFilter
 from beyondagent_core.types import Task
 
@@ -50,6 +51,7 @@ class ExploreResult:
     failures: int = 0
     candidates: int = 0
     errors: list[str] = attrs.field(factory=list)
+    failed: FailureTally = attrs.field(factory=FailureTally)  # every failure, grouped by cause
     per_seed: dict[str, int] = attrs.field(factory=dict)
     dropped_by_filter: dict[str, int] = attrs.field(factory=dict)
     llm: dict[str, int] = attrs.field(factory=dict)
@@ -176,8 +178,10 @@ class _Stage:
                             env=task.env or seed.env)
 
     def record_failure(self, seed: Task, i: int, exc: Exception) -> None:
-        message = f"{job_key(seed, i)}: {type(exc).__name__}: {_first_line(exc)}"
+        cause = f"{type(exc).__name__}: {_first_line(exc)}"
+        message = f"{job_key(seed, i)}: {cause}"
         self.result.failures += 1
+        self.result.failed.add(job_key(seed, i), cause)
         if len(self.result.errors) < MAX_ERRORS_KEPT:
             self.result.errors.append(message)
         log.warning("explore.failed", seed=seed.task_id, exploration=i, error=message)
@@ -250,7 +254,10 @@ async def explore_seeds(
         result.llm, result.summarizer = await executor.tallies()
     finally:
         await executor.aclose()
-    checkpoint.finish()
+    if result.failures:  # a failed exploration never marks the cache finished: a later run retries it
+        log.warning("explore.unfinished", failures=result.failures, cache=str(cache_path))
+    else:
+        checkpoint.finish()
     result.seconds = time.perf_counter() - started
     log.info("explore.finished", tasks=len(result.tasks), explorations=result.explorations, resumed=result.resumed,
              failures=result.failures, dropped_by_filter=result.dropped_by_filter, llm=result.llm,

@@ -18,6 +18,7 @@ import structlog
 
 from beyondagent_core.context import RunContext, RunInfo, TrainingData
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
+from beyondagent_core.failures import check_failures
 from beyondagent_core.jsonl import BadRecords, OnBadRecord, read_tasks
 from beyondagent_core.logs import log_events_to
 from beyondagent_core.plugins import PluginManager, Switches, check_requirements
@@ -165,6 +166,8 @@ def _explore(context: RunContext, seeds: list[Task], explorer: Component, *, for
             progress=progress,
         )
     log.info("explore.cached", cache=str(path), tasks=len(result.tasks), failures=result.failures)
+    check_failures("exploration", result.failed, result.completed + result.failures, spec.explore.max_failed_fraction,
+                   key="explore.max_failed_fraction", where=f"{spec.path}, key explore (cache {path})")
     return result.tasks, result
 
 
@@ -217,7 +220,8 @@ def exploration_settings(spec: Spec) -> dict[str, Any]:
     """What decides which tasks an exploration makes (its cache's fingerprint, with the seeds)."""
     resolved = spec.resolved
     explore_block = {k: v for k, v in (resolved.get("explore") or {}).items()
-                     if k not in ("workers", "cache", "executor", "ray_address", "ray_actors", "ray_num_cpus")}
+                     if k not in ("workers", "cache", "executor", "ray_address", "ray_actors", "ray_num_cpus",
+                                  "max_failed_fraction")}
     env = {k: v for k, v in (resolved.get("env") or {}).items() if k != "service"}
     llm = resolved.get("llm")
     if isinstance(llm, dict):

@@ -141,7 +141,9 @@ class ExploreBlock:
     `workers` explorations run at once, in this process (`executor: local`) or on
     `ray_actors` Ray actors of `ray_num_cpus` CPUs each (`executor: ray`; `ray_address`
     joins an existing cluster, otherwise a local Ray starts). `cache` is the JSON-lines
-    file of synthetic tasks (default: `synthetic_tasks.jsonl` in the run directory).
+    file of synthetic tasks (default: `synthetic_tasks.jsonl` in the run directory). More than
+    `max_failed_fraction` of the explorations failing fails the run (exit 1, causes grouped);
+    a cache with failed explorations is never marked finished, so the next run retries them.
     """
 
     name: str | None = None
@@ -152,6 +154,7 @@ class ExploreBlock:
     ray_address: str | None = None
     ray_actors: int = attrs.field(default=2, validator=number(ge=1))
     ray_num_cpus: float = attrs.field(default=0.25, validator=number(gt=0))
+    max_failed_fraction: float = attrs.field(default=0.0, validator=number(ge=0, le=1))
 
 
 @attrs.define

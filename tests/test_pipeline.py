@@ -122,6 +122,9 @@ class WalkerConfig:
     moves: int = 2
 
 
+FAILING_SEED = {"id": ""}  # explorations of this seed raise, as with an LLM answering 401 (not in the spec)
+
+
 class Walker:
     def __init__(self, config: WalkerConfig, calls: list[str]):
         self.moves = config.moves
@@ -129,6 +132,8 @@ class Walker:
 
     async def explore(self, seed: Task, env, llm) -> Trajectory:
         self.calls.append(seed.task_id)
+        if seed.task_id == FAILING_SEED["id"]:
+            raise PermissionError("Error code: 401 - invalid api key")
         first = await env.reset(seed)
         turns = [Turn(role="user", content=first.messages[0]["content"])]
         for _ in range(self.moves):
@@ -539,3 +544,36 @@ def test_a_task_source_yielding_something_else_names_its_provider(inline, data, 
     assert info.value.message == "tasks.train yielded dict, not Task"
     assert info.value.where == f"tasks.train ({PROVIDER})"
 
+
+
+@pytest.fixture
+def failing_seed():
+    FAILING_SEED["id"] = "plain"
+    yield
+    FAILING_SEED["id"] = ""
+
+
+def test_failed_explorations_fail_the_run_and_leave_the_cache_resumable(inline, data, run_spec, failing_seed) -> None:
+    from beyondagent_core.explore_checkpoint import is_finished
+
+    with pytest.raises(RunError) as caught:
+        run_spec(explore_spec(data))
+    message = str(caught.value)
+    assert "exploration: 2 of 8 failed (25%, more than explore.max_failed_fraction = 0)" in message
+    assert "2 x PermissionError: Error code: 401 - invalid api key (first: plain#0)" in message
+    cache = Path(caught.value.where.split("(cache ")[1].rstrip(")"))
+    assert is_finished(cache) is False and len(read_tasks(cache)) == 3  # the 6 good explorations are kept
+    # The next run retries only the failed explorations; with them fixed the cache is finished.
+    inline.explorations.clear()
+    FAILING_SEED["id"] = ""  # the key is fixed
+    result = run_spec(explore_spec(data))
+    assert sorted(inline.explorations) == ["plain", "plain"]
+    assert is_finished(cache) is True and result.metrics["synthetic"] == 4
+
+
+def test_failures_below_the_threshold_warn_and_go_on(inline, data, run_spec, failing_seed) -> None:
+    result = run_spec(explore_spec(data, max_failed_fraction=0.5))
+    warning = next(e for e in events_of(result.run_dir) if e["event"] == "stage.failures_below_threshold")
+    assert warning["failed"] == 2 and warning["total"] == 8 and warning["level"] == "warning"
+    assert "PermissionError" in warning["causes"]
+    assert result.metrics["synthetic"] == 3

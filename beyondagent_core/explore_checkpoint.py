@@ -89,7 +89,9 @@ class Checkpoint:
                                     "or pass --force to explore again and replace it")
             return cls._start(cache, fingerprint)
         check_fingerprint(cache, fingerprint)
-        records = _records(state)
+        records, complete = _complete_records(state)
+        if len(complete.encode()) != state.stat().st_size:  # a line torn by a kill: cut it, or later appends join it
+            _write_atomic(state, complete)
         checkpoint = cls(cache=cache, fingerprint=fingerprint)
         expected = 0
         for record in records[1:]:
@@ -124,7 +126,12 @@ class Checkpoint:
 
 def _records(path: Path) -> list[dict[str, Any]]:
     """The checkpoint's complete lines (a line cut by a kill is ignored)."""
-    records = []
+    return _complete_records(path)[0]
+
+
+def _complete_records(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """The records of the complete lines before the first torn one, and their text."""
+    records, kept = [], []
     for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
         if not line.endswith("\n"):
             break
@@ -132,7 +139,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             break
-    return records
+        kept.append(line)
+    return records, "".join(kept)
 
 
 def _cut_cache(cache: Path, count: int) -> list[Task]:

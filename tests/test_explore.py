@@ -243,3 +243,29 @@ def test_an_independent_filter_runs_outside_the_commit_lock(tmp_path: Path) -> N
     # ...and dedup, under the lock, still saw the others' tasks: one task per seed.
     assert result.per_seed == {"seed-0": 1, "seed-10": 1, "seed-20": 1}
     assert read_tasks(tmp_path / "c.jsonl") == result.tasks
+
+
+def test_a_failed_exploration_leaves_the_cache_unfinished_and_is_retried(tmp_path: Path) -> None:
+    from beyondagent_core.explore_checkpoint import is_finished
+
+    first = explore(tmp_path, explorer=ScriptedExplorer(fail_on="seed-10"))
+    assert first.failures == 3 and is_finished(tmp_path / "synthetic.jsonl") is False
+    assert first.failed.summary() == "3 x ValueError: cannot explore seed-10 (first: seed-10#0)"
+    again = explore(tmp_path)
+    assert again.resumed == 6 and again.completed == 3 and again.failures == 0
+    assert is_finished(tmp_path / "synthetic.jsonl") is True
+
+
+def test_a_torn_checkpoint_line_is_cut_so_later_lines_count(tmp_path: Path) -> None:
+    from beyondagent_core.explore_checkpoint import checkpoint_path, is_finished
+
+    explore(tmp_path)
+    state = checkpoint_path(tmp_path / "synthetic.jsonl")
+    lines = state.read_text().splitlines(keepends=True)
+    assert '"finished"' in lines[-1]
+    state.write_text("".join(lines[:-2]) + lines[-2][:9])  # killed while writing the last job's line
+    again = explore(tmp_path)
+    assert again.resumed == 8 and again.completed == 1  # the torn job is redone, nothing else
+    text = state.read_text()
+    assert text.endswith("\n") and all(line.startswith("{") and line.endswith("}") for line in text.splitlines())
+    assert is_finished(tmp_path / "synthetic.jsonl") is True

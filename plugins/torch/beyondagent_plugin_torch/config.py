@@ -11,7 +11,7 @@ from beyondagent_core.spec import Spec
 # Keys of `backend` that may change between a run and its `--resume`: they change how long
 # or how often, not what is learned.
 RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_checkpoints",
-                  "samples_per_step", "tensorboard", "report")
+                  "samples_per_step", "tensorboard", "report", "max_failed_fraction")
 
 
 @attrs.define
@@ -43,6 +43,7 @@ class TorchConfig:
     max_new_tokens: int = attrs.field(default=64, validator=number(ge=1))
     max_episode_tokens: int = attrs.field(default=1024, validator=number(ge=1))
     max_concurrency: int = attrs.field(default=64, validator=number(ge=1))
+    max_failed_fraction: float = attrs.field(default=0.5, validator=number(ge=0, le=1))  # of a step's episodes
     # validation, checkpoints, outputs
     eval_every: int = attrs.field(default=0, validator=number(ge=0))
     val_temperature: float = attrs.field(default=0.0, validator=number(ge=0))

@@ -28,6 +28,7 @@ import torch
 
 from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.failures import FailureTally, check_failures
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.spec import Spec
@@ -255,6 +256,12 @@ class Trainer:
                     first=failed[0].error)
         append_jsonl(self.run.run_dir / "episode_errors.jsonl",
                      [{"step": step, "trajectory": trajectory.to_dict()} for trajectory in failed])
+        tally = FailureTally()
+        for trajectory in failed:
+            tally.add(trajectory.task.task_id, trajectory.error or "?")
+        check_failures(f"step {step}, episodes", tally, len(episodes), self.config.max_failed_fraction,
+                       key="backend.max_failed_fraction",
+                       where=f"{self.run.spec.path}; each failure is in {self.run.run_dir / 'episode_errors.jsonl'}")
 
     def write_samples(self, metrics_log: MetricsLog, step: int, split: str, episodes: list[Episode]) -> None:
         """A few episodes per step: the best and the worst first, then in order."""

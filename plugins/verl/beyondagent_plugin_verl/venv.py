@@ -16,8 +16,9 @@ Both then get `omegaconf==2.4.0` (see OMEGACONF below).
 Then our distributions, installed the way they are installed here (editable stays editable):
 the core and this plugin always; and every other BeyondAgent plugin installed here that a
 rollout may need inside verl's workers: the workflow, env and judges of a spec are built there
-(`beyondagent-plugin-gym`, `-math`, ...), and `-torch` builds the `tiny` model. AppWorld is
-left out: it pins pydantic 1 and runs behind the env service (`env.service: launch`).
+(`beyondagent-plugin-gym`, `-math`, `-appworld`, ...), and `-torch` builds the `tiny` model.
+(`beyondagent-plugin-appworld` itself needs only the core: its workflow and judge run in verl's
+workers, while AppWorld, which pins pydantic 1, runs in its own venv behind the env service.)
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ OMEGACONF = "omegaconf==2.4.0"
 CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec")
 STACK_VAR = "BEYONDAGENT_VERL_STACK"
 STACKS = ("cpu", "gpu")
-# BeyondAgent distributions never installed into verl's venv (their own stacks conflict).
-EXCLUDED = ("beyondagent-plugin-appworld",)
+# BeyondAgent distributions never installed into verl's venv (none today: a plugin whose own stack
+# conflicts with verl's keeps that stack in a venv of its own, as AppWorld does).
+EXCLUDED: tuple[str, ...] = ()
 ALWAYS = ("beyondagent", "beyondagent-plugin-verl")
 
 CHECK = """\

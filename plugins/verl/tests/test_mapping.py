@@ -109,7 +109,7 @@ def test_the_verl_block_comes_last_and_wins(tmp_path: Path) -> None:
     last = {o.key: o for o in overrides}
     assert last["actor_rollout_ref.actor.ppo_epochs"].value == 5
     assert last["actor_rollout_ref.actor.ppo_epochs"].origin == "backend.verl.actor_rollout_ref.actor.ppo_epochs"
-    assert last["trainer.logger"].value == ["console"]
+    assert last["trainer.logger"].value == ["console", "file"]  # the file logger feeds metrics.jsonl
     assert [o.key for o in overrides][-1] in ("trainer.logger", "actor_rollout_ref.actor.ppo_epochs")
 
 

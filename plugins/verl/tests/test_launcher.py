@@ -1,0 +1,107 @@
+"""The launcher: `beyondagent run` with `backend: verl` on this CPU machine, and verl failures as one error.
+
+A training step needs NVIDIA GPUs (docs/verl.md says where the CPU path stops); what runs here is
+everything before it: the data, the composed config, the agent-loop check, and the hardware check
+that stops the run with a clear error. verl's trainer itself is started for real on a config its
+validator rejects, to check that a failure in the child is one `RunError` with the log's path.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from beyondagent_core.errors import RunError
+from beyondagent_plugin_verl.backend import VerlBackend, _MetricsReader, failure
+from beyondagent_plugin_verl.config import VerlConfig
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def small_spec(tmp_path: Path, **backend: Any) -> Path:
+    data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
+    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["tasks"]["train"]["count"] = 8
+    data["backend"].update({"total_steps": None, "epochs": 2, "batch_size": 2, **backend})
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_cpu_run_writes_everything_then_says_training_needs_gpus(verl_venv: Any, tiny_model: str,
+                                                                   tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(small_spec(tmp_path))], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    print(f"beyondagent run (verl, CPU) to its GPU check: {time.monotonic() - started:.1f} s")
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "verl's trainer needs 1 GPU(s) on this node (backend.gpus_per_node) but torch in verl's venv sees 0" \
+        in proc.stderr
+    assert "Traceback" not in proc.stderr
+    verl_dir = tmp_path / "runs" / "verl_frozenlake" / "verl"
+    rows = pq.read_table(verl_dir / "data" / "train.parquet").to_pylist()
+    assert len(rows) == 16 and [r["extra_info"]["epoch"] for r in rows] == [0] * 8 + [1] * 8
+    config = yaml.safe_load((verl_dir / "verl_config.yaml").read_text())
+    assert config["data"]["train_files"] == [str(verl_dir / "data" / "train.parquet")]
+    assert config["data"]["val_files"] == [str(verl_dir / "data" / "val.parquet")]
+    worker_spec = yaml.safe_load((verl_dir / "spec.yaml").read_text())
+    assert worker_spec["env"]["name"] == "frozenlake" and worker_spec["backend"]["name"] == "verl"
+
+
+def test_a_verl_failure_is_one_error_naming_the_log(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    """verl's real trainer in its venv, on a config its validator rejects: exit 1, our RunError."""
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(small_spec(tmp_path)),
+                           "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config_path = tmp_path / "runs" / "verl_frozenlake" / "verl" / "verl_config.yaml"
+    config = yaml.safe_load(config_path.read_text())
+    config["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] = 64  # > train_batch_size: verl refuses
+    config_path.write_text(yaml.safe_dump(config))
+
+    class Run:
+        run_dir = tmp_path / "runs" / "verl_frozenlake"
+        resume = False
+
+        class spec:  # noqa: N801 - what _secret_env reads
+            secrets: set[str] = set()
+            resolved: dict[str, Any] = {}
+
+        def step_finished(self, step: int, metrics: dict[str, Any]) -> None:
+            raise AssertionError("no step can finish")
+
+    with pytest.raises(RunError) as caught:
+        VerlBackend(VerlConfig())._launch(Run(), config_path, verl_venv, steps=1)
+    error = caught.value
+    assert error.message.startswith("verl stopped (exit 1): ")
+    assert "ppo_mini_batch_size" in error.message
+    log_path = config_path.parent / "verl.log"
+    assert str(log_path) in error.where and "Traceback" in log_path.read_text()
+
+
+def test_log_causes_are_recognised(tmp_path: Path) -> None:
+    log = tmp_path / "verl.log"
+    log.write_text("...\nRuntimeError: No CUDA GPUs are available\n")
+    assert "could not use a CUDA GPU" in failure(log, 1).message
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert "ran out of memory" in failure(log, 1).message
+    log.write_text("AssertionError: Agent loop beyondagent not registered, registered agent loops: ['tool_agent']\n")
+    assert "did not find our agent loop" in failure(log, 1).message
+
+
+def test_the_metrics_reader_takes_only_complete_lines(tmp_path: Path) -> None:
+    path = tmp_path / "verl_metrics.0.jsonl"
+    reader = _MetricsReader(path)
+    assert reader.new_steps() == []
+    path.write_text(json.dumps({"step": 1, "data": {"critic/score/mean": 0.5}}) + "\n" + '{"step": 2, "da')
+    assert reader.new_steps() == [(1, {"critic/score/mean": 0.5})]
+    with path.open("a") as handle:
+        handle.write('ta": {"critic/score/mean": 0.75}}\n')
+    assert reader.new_steps() == [(2, {"critic/score/mean": 0.75})]

@@ -152,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - a bug: say so plainly, traceback with -v
-        print(f"error: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        from beyondagent_core.secrets import redact
+
+        print(redact(f"error: internal error: {type(exc).__name__}: {exc}"), file=sys.stderr)
         if args.verbose:
             import traceback
 
@@ -163,7 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def print_error(exc: BeyondAgentError, *, verbose: bool) -> None:
-    print(f"error: {exc}", file=sys.stderr)
+    from beyondagent_core.secrets import redact
+
+    print(redact(f"error: {exc}"), file=sys.stderr)
     if verbose and exc.__cause__ is not None:
         import traceback
 

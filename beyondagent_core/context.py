@@ -11,7 +11,7 @@ import structlog
 
 from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import RunError, SpecError
-from beyondagent_core.judging import JudgeSelector
+from beyondagent_core.judging import JudgeSelector, check_judge
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import POLICY_LLM, select_component
 from beyondagent_core.types import Task
@@ -165,13 +165,17 @@ class RunContext:
             configured = {}
             for key, judge in (("reward", default), ("synthetic_reward", synthetic)):
                 component = self.spec.component(key)
-                if judge is not None and component is not None and component.name:
-                    configured.setdefault(component.name, judge)
+                if judge is not None and component is not None:
+                    check_judge(judge, component.described)
+                    if component.name:
+                        configured.setdefault(component.name, judge)
 
             def build(name: str) -> Judge:
                 component = select_component(self.registry, "reward", {"name": name},
                                              key_path=f"judge {name!r} (named by a task)")
-                return self.bound(component.create())
+                judge = self.bound(component.create())
+                check_judge(judge, component.described)
+                return judge
 
             self._judges = JudgeSelector(default=default, synthetic=synthetic, build=build, configured=configured)
         return self._judges

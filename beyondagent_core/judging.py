@@ -12,11 +12,13 @@ the episode runner calls it before the env is closed.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from beyondagent_core.errors import PluginError
 from beyondagent_core.protocols import AsyncEnv, Judge
 from beyondagent_core.types import Reward, Task, Trajectory
 
@@ -40,17 +42,36 @@ class EnvJudge:
         return trajectory.reward
 
 
+def check_judge(judge: Any, where: str) -> None:
+    """A judge's shape, checked when it is built: `async def score(task, trajectory) -> Reward`."""
+    for method in ("score", "score_in_env"):
+        function = getattr(judge, method, None)
+        if method == "score" and not callable(function):
+            raise PluginError(f"{type(judge).__name__} has no score() method", where=where,
+                              hint="a judge defines `async def score(self, task, trajectory) -> Reward`")
+        if function is not None and not inspect.iscoroutinefunction(function):
+            raise PluginError(f"{type(judge).__name__}.{method}() is not async", where=where,
+                              hint=f"define it as `async def {method}(...)` returning a Reward")
+
+
+def _reward_of(judge: Any, method: str, value: Any) -> Reward:
+    if not isinstance(value, Reward):
+        raise TypeError(f"judge {type(judge).__name__}.{method}() returned {type(value).__name__} "
+                        f"{str(value)[:60]!r}, not Reward (return Reward(score=..., success=...))")
+    return value
+
+
 async def score_episode(judge: Judge | None, task: Task, trajectory: Trajectory, env: AsyncEnv | None) -> None:
     """Score `trajectory` with a judge that needs the live env; others wait for `score_after`."""
     if judge is not None and env is not None and hasattr(judge, "score_in_env"):
-        trajectory.reward = await judge.score_in_env(task, trajectory, env)
+        trajectory.reward = _reward_of(judge, "score_in_env", await judge.score_in_env(task, trajectory, env))
         trajectory.metrics["judged_in_env"] = True
 
 
 async def score_after(judge: Judge | None, task: Task, trajectory: Trajectory) -> None:
     """Score `trajectory` once the env is closed (unless `score_episode` already did)."""
     if judge is not None and not trajectory.metrics.pop("judged_in_env", False):
-        trajectory.reward = await judge.score(task, trajectory)
+        trajectory.reward = _reward_of(judge, "score", await judge.score(task, trajectory))
 
 
 @attrs.define

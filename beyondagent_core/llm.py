@@ -31,6 +31,7 @@ import structlog
 
 from beyondagent_core.checks import number
 from beyondagent_core.errors import BeyondAgentError, RunError
+from beyondagent_core.secrets import remember
 from beyondagent_core.types import Turn
 
 if TYPE_CHECKING:
@@ -196,8 +197,10 @@ class OpenAIChat:
                         where=self.endpoint, hint="pip install openai",
                     ) from None
 
+                api_key = os.environ.get(self.config.api_key_env)
+                remember(api_key)  # a server echoing it back in an error body must not log it
                 client = AsyncOpenAI(
-                    api_key=os.environ.get(self.config.api_key_env) or PLACEHOLDER_API_KEY,
+                    api_key=api_key or PLACEHOLDER_API_KEY,
                     base_url=self.config.base_url,
                     timeout=self.config.timeout,
                     max_retries=0,  # retries are ours: backoff with jitter, counted

@@ -15,13 +15,15 @@ from typing import Any, TextIO
 
 import structlog
 
+from beyondagent_core.secrets import redact_event
+
 _events_file: TextIO | None = None
 
 
 def _write_json_line(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     if _events_file is not None:
         # `exc_info=True` becomes the traceback text in the file (the console renders its own).
-        record = structlog.processors.format_exc_info(logger, method, dict(event))
+        record = redact_event(logger, method, structlog.processors.format_exc_info(logger, method, dict(event)))
         _events_file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         _events_file.flush()
     return event
@@ -40,6 +42,7 @@ def configure_logging(*, verbose: bool = False, level: str = "info") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            redact_event,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _write_json_line,

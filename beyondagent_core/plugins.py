@@ -225,7 +225,11 @@ class PluginManager:
             return False
         if returned is None:
             return True
-        items = returned if isinstance(returned, (list, tuple)) else [returned]
+        if not isinstance(returned, (list, tuple)):
+            record.fail(f"hook {hook_name} returned a single {type(returned).__name__}, expected a list of "
+                        f"{expected.__name__} records (return [{expected.__name__}(...)])")
+            return False
+        items = returned
         for item in items:
             if not isinstance(item, expected):
                 record.fail(

@@ -27,6 +27,7 @@ from beyondagent_core.checks import FieldRangeError, number
 from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.llm import LLMConfig
 from beyondagent_core.registry import Registration, Registry
+from beyondagent_core.secrets import remember
 
 REDACTED = "***"
 POLICY_LLM = "policy"
@@ -335,6 +336,8 @@ def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: 
                         hint="set the environment variable it names, or fix the ${...} expression") from None
     if not isinstance(resolved, dict):
         raise SpecError("the spec must be a mapping of sections", where=where)
+    for key_path in secrets:  # their values never reach a log, an event or a printed error
+        remember(_value_at(resolved, key_path))
     return RawSpec(path=path, data=resolved, secrets=secrets)
 
 
@@ -602,6 +605,19 @@ def _secret_paths(node: Any, prefix: str) -> list[str]:
                 found.append(path)
             found.extend(_secret_paths(value, path))
     return found
+
+
+def _value_at(data: Any, key_path: str) -> Any:
+    """The value at a dotted key path with [i] indexes (None where it is missing)."""
+    for part in re.split(r"\.|(?=\[)", key_path):
+        if part.startswith("[") and part.endswith("]") and isinstance(data, list):
+            index = int(part[1:-1])
+            data = data[index] if index < len(data) else None
+        elif isinstance(data, dict):
+            data = data.get(part)
+        else:
+            return None
+    return data
 
 
 def _redact(node: Any, secrets: set[str], prefix: str) -> Any:

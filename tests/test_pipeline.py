@@ -577,3 +577,34 @@ def test_failures_below_the_threshold_warn_and_go_on(inline, data, run_spec, fai
     assert warning["failed"] == 2 and warning["total"] == 8 and warning["level"] == "warning"
     assert "PermissionError" in warning["causes"]
     assert result.metrics["synthetic"] == 3
+
+
+class SyncJudge:
+    def __init__(self, config):
+        pass
+
+    def score(self, task, trajectory):  # not async: the contract says async
+        return Reward(1.0)
+
+
+class FloatJudge:
+    def __init__(self, config):
+        pass
+
+    async def score(self, task, trajectory):
+        return 1.0  # not a Reward
+
+
+def test_a_judge_with_the_wrong_shape_is_named_when_built_or_scored(plugin_manager, register_plugin) -> None:
+    import asyncio
+
+    from beyondagent_core.errors import PluginError
+    from beyondagent_core.judging import check_judge, score_after
+
+    with pytest.raises(PluginError) as caught:
+        check_judge(SyncJudge(None), "reward (reward 'sync_judge' from x 1.0 (x))")
+    assert "SyncJudge.score() is not async" in str(caught.value) and "async def score(...)" in str(caught.value)
+    check_judge(FloatJudge(None), "reward")  # the shape is right; what it returns is checked when scoring
+    task = Task(task_id="t", query="q")
+    with pytest.raises(TypeError, match=r"FloatJudge.score\(\) returned float '1.0', not Reward"):
+        asyncio.run(score_after(FloatJudge(None), task, Trajectory(task=task)))

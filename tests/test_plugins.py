@@ -296,7 +296,7 @@ def test_register_an_inline_object(tmp_path: Path) -> None:
     assert mixers == [("one", "inline-dist 0.0.1 (inline)"), ("two", "inline-dist 0.0.1 (inline)")]
 
 
-def test_a_single_record_or_none_is_accepted() -> None:
+def test_a_single_record_is_refused_and_none_is_accepted() -> None:
     class Single:
         @hookimpl
         def beyondagent_backends(self):
@@ -308,7 +308,10 @@ def test_a_single_record_or_none_is_accepted() -> None:
             return None
 
     manager = PluginManager(Switches(autoload=False)).load()
-    assert manager.register(Single(), "single").provides == {"backend": ["solo"]}
+    single = manager.register(Single(), "single")
+    assert single.status == "error" and single.provides == {}
+    assert single.error == ("hook beyondagent_backends returned a single BackendSpec, expected a list of BackendSpec "
+                            "records (return [BackendSpec(...)])")
     nothing = manager.register(Nothing(), "nothing")
     assert nothing.status == "ok" and nothing.provides == {}
 

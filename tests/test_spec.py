@@ -162,7 +162,7 @@ def test_defaults_are_filled_into_resolved(registry: Registry) -> None:
     assert resolved["env"] == {"name": None, "service": "local"}
     assert resolved["explore"] == {"name": None, "n": 0, "workers": 4, "cache": None, "executor": "local",
                                    "ray_address": None, "ray_actors": 2, "ray_num_cpus": 0.25,
-                                   "summarizer": {"name": None}}
+                                   "max_failed_fraction": 0.0, "summarizer": {"name": None}}
     assert resolved["mixture"] == {
         "name": "blend", "synthetic_ratio": 1.0, "api_key": None, "hub_token": None,
         "weights": [1.0, 1.0], "retry": {"attempts": 3, "backoff_s": 0.5},

@@ -35,6 +35,7 @@ from beyondagent_core.envservice import protocol
 from beyondagent_core.envservice.transport import LeanTransport
 from beyondagent_core.errors import EnvMethodMissing, RunError
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
+from beyondagent_core.secrets import remember
 from beyondagent_core.types import Reward, Task
 
 log = structlog.get_logger("beyondagent.envservice")
@@ -83,6 +84,7 @@ class EnvServiceClient:
         self.options = options or ClientOptions()
         self._headers = {"content-type": "application/json"}
         if token:
+            remember(token)
             self._headers["authorization"] = f"Bearer {token}"
         # Loopback needs no proxy; a proxy variable must not send local traffic elsewhere.
         self._trust_env = parts.hostname not in ("127.0.0.1", "localhost", "::1")

@@ -4,13 +4,15 @@
 at it), `optimizer.pt` (optimizer and LR-scheduler state, RNG states) and `state.json` (the
 step to continue from and the spec it was trained with). A checkpoint is written to a
 temporary directory and renamed into place, so a run killed while saving leaves the previous
-checkpoint intact. `--resume` refuses a checkpoint whose spec differs in keys that matter,
-naming them.
+checkpoint intact (every file is fsynced before the rename). `--resume` refuses a checkpoint
+whose spec differs in keys that matter, naming them, and falls back to the previous checkpoint
+when the newest one cannot be loaded (a damaged file).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
@@ -50,21 +52,46 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any, opt
         "python_rng": random.getstate(),
     }, staging / "optimizer.pt")
     (staging / "state.json").write_text(json.dumps({"step": step, "spec": spec}, indent=2, default=str) + "\n")
+    _fsync_tree(staging)  # on disk before the rename makes it the checkpoint a resume trusts
     if final.exists():
         shutil.rmtree(final)
     staging.rename(final)
+    _fsync(root)
     for old in sorted(root.glob("step_*"))[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        _fsync(path)
+    _fsync(root)
+
+
 def latest_checkpoint(run_dir: Path) -> Checkpoint | None:
+    return next(iter(checkpoints(run_dir)), None)
+
+
+def checkpoints(run_dir: Path) -> list[Checkpoint]:
+    """The complete checkpoints, newest first (one whose state.json cannot be read is left out)."""
+    found = []
     for path in sorted((run_dir / CHECKPOINTS_DIR).glob("step_*"), reverse=True):
         state = path / "state.json"
         if state.is_file() and (path / "optimizer.pt").is_file():
-            data = json.loads(state.read_text())
-            return Checkpoint(path=path, step=int(data["step"]), spec=data["spec"])
-    return None
+            try:
+                data = json.loads(state.read_text())
+                found.append(Checkpoint(path=path, step=int(data["step"]), spec=data["spec"]))
+            except (ValueError, KeyError, TypeError, OSError):
+                continue
+    return found
 
 
 def load_training_state(checkpoint: Checkpoint, *, optimizer: Any, scheduler: Any) -> None:

@@ -36,6 +36,7 @@ from beyondagent_core.types import Task
 from beyondagent_plugin_torch import grpo
 from beyondagent_plugin_torch.checkpoint import (
     check_resumable,
+    checkpoints,
     latest_checkpoint,
     load_training_state,
     save_checkpoint,
@@ -291,23 +292,36 @@ class Trainer:
 
     # --- resume ---------------------------------------------------------------------------
 
-    def _resume_or_start_fresh(self) -> int:
-        run_dir = self.run.run_dir
-        if not self.run.resume:
-            archive_previous_training(run_dir)
-            return 0
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            raise RunError(f"nothing to resume: {run_dir} has no checkpoint", where=str(run_dir / "checkpoints"),
-                           hint="run without --resume to start, or set backend.save_every to save during a run")
-        check_resumable(checkpoint, self.spec_snapshot, backend_volatile=RESUMABLE_KEYS,
-                        spec_path=str(self.run.spec.path))
+    def _load_checkpoint(self, checkpoint: Any) -> None:
         self.model, _ = load_policy(str(checkpoint.path / "model"), device=self.device, dtype=self.dtype,
                                     where=f"checkpoint {checkpoint.path}")
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
                                            weight_decay=self.config.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_schedule.lr_lambdas[0])
         load_training_state(checkpoint, optimizer=self.optimizer, scheduler=self.lr_schedule)
+
+    def _resume_or_start_fresh(self) -> int:
+        run_dir = self.run.run_dir
+        if not self.run.resume:
+            archive_previous_training(run_dir)
+            return 0
+        found = checkpoints(run_dir)
+        if not found:
+            raise RunError(f"nothing to resume: {run_dir} has no checkpoint", where=str(run_dir / "checkpoints"),
+                           hint="run without --resume to start, or set backend.save_every to save during a run")
+        damaged = []
+        for checkpoint in found:  # newest first; a damaged one falls back to the one before
+            check_resumable(checkpoint, self.spec_snapshot, backend_volatile=RESUMABLE_KEYS,
+                            spec_path=str(self.run.spec.path))
+            try:
+                self._load_checkpoint(checkpoint)
+                break
+            except Exception as exc:  # noqa: BLE001 - a torn safetensors file, a truncated optimizer.pt
+                damaged.append(f"{checkpoint.path.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                log.warning("train.checkpoint_damaged", checkpoint=str(checkpoint.path), error=damaged[-1])
+        else:
+            raise RunError(f"cannot resume: no checkpoint in {run_dir / 'checkpoints'} can be loaded:\n"
+                           + "\n".join(damaged), hint="run without --resume to start again")
         # Steps after the checkpoint that a killed run had logged are run again: drop their lines.
         kept = [record for record in read_metrics(run_dir) if record["step"] <= checkpoint.step]
         write_jsonl(run_dir / "metrics.jsonl", kept)

@@ -69,7 +69,7 @@ def test_a_group_of_one(run_spec, test_envs, tmp_path: Path) -> None:
 def test_a_prompt_longer_than_the_context(run_spec, test_envs, tmp_path: Path) -> None:
     with pytest.raises(RunError, match="longer than max_episode_tokens=8") as caught:
         run_spec(small_spec(tmp_path, max_episode_tokens=8))
-    assert "every episode failed" in str(caught.value)
+    assert "step 1, episodes: 32 of 32 failed" in str(caught.value) and "32 x PromptTooLong" in str(caught.value)
     errors = (tmp_path / "runs" / "word" / "episode_errors.jsonl").read_text().splitlines()
     assert len(errors) == 4 * 8  # each failed episode has its record
 

@@ -8,6 +8,7 @@ resumed run samples the same episodes.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -112,3 +113,18 @@ def test_a_fresh_run_moves_the_previous_training_aside(run_spec, test_envs, tmp_
     assert len(previous) == 1 and (previous[0] / "metrics.jsonl").is_file()
     assert (previous[0] / "checkpoints" / "step_000001").is_dir()
     assert [r["step"] for r in read_metrics(first.run_dir)] == [1]
+
+
+@pytest.mark.beyondagent_plugins("torch", "mixers")
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(run_spec, test_envs, tmp_path: Path) -> None:
+    spec = word_game_spec(tmp_path, total_steps=2, save_every=1, keep_checkpoints=2)
+    del spec["tasks"]["val"]
+    first = run_spec(spec)
+    newest = first.run_dir / "checkpoints" / "step_000002" / "model" / "model.safetensors"
+    newest.write_bytes(newest.read_bytes()[:100])  # torn by a crash (or a full disk)
+    resumed = run_spec(spec, "backend.total_steps=3", resume=True)
+    assert [r["step"] for r in read_metrics(resumed.run_dir)] == [1, 2, 3]  # step 2 trained again from step 1
+    events = [json.loads(line) for line in (resumed.run_dir / "events.jsonl").read_text().splitlines()]
+    damaged = next(e for e in events if e["event"] == "train.checkpoint_damaged")
+    assert damaged["checkpoint"].endswith("step_000002")
+    assert next(e for e in events if e["event"] == "train.resumed")["step"] == 1

@@ -223,7 +223,9 @@ async def explore_seeds(
             raise ValueError("give an executor, or explorer, summarizer and make_env")
         executor = LocalExecutor(explorer, summarizer, as_opener(make_env), llm)
     cache_path = Path(cache_path)
-    checkpoint = Checkpoint.open(cache_path, fingerprint(seeds, {"n": n, **(settings or {})}), force=force)
+    key_settings = {"n": n, **(settings or {})}
+    checkpoint = Checkpoint.open(cache_path, fingerprint(seeds, key_settings), force=force, seeds=seeds,
+                                 settings=key_settings)
     seed_ids = {seed.task_id for seed in seeds}
     result = ExploreResult(
         tasks=list(checkpoint.tasks),

@@ -51,16 +51,50 @@ def is_finished(cache: Path) -> bool | None:
     return any(record.get("finished") for record in _records(state))
 
 
-def check_fingerprint(cache: Path, expected: str) -> None:
-    """Refuse a checkpointed cache made from other seeds or settings (a RunError naming --force)."""
+def seeds_digest(seeds: Sequence[Task]) -> str:
+    """A hash of the seed set alone (order-free), kept in the header to explain a mismatch."""
+    return fingerprint(seeds, {})
+
+
+def check_fingerprint(cache: Path, expected: str, *, seeds: Sequence[Task] | None = None,
+                      settings: dict[str, Any] | None = None) -> None:
+    """Refuse a checkpointed cache made from other seeds or settings, saying which differ."""
     records = _records(checkpoint_path(cache))
-    found = records[0].get("fingerprint") if records else None
-    if found != expected:
-        raise RunError(
-            f"the exploration cache {cache} was made from another seed set or other exploration settings "
-            f"(fingerprint {found}, this run {expected})",
-            where=str(cache),
-            hint="pass --force to explore again and replace it, or point explore.cache at a new file")
+    header = records[0] if records else {}
+    found = header.get("fingerprint")
+    if found == expected:
+        return
+    reasons = []
+    if seeds is not None and header.get("seeds") and header["seeds"] != seeds_digest(seeds):
+        reasons.append(f"the seed tasks differ ({header.get('seed_count', '?')} then, {len(seeds)} now)")
+    if settings is not None and isinstance(header.get("settings"), dict):
+        reasons += [_describe(key, old, new) for key, old, new in _differences(header["settings"], settings)]
+    why = "; ".join(reasons[:8]) if reasons else f"fingerprint {found}, this run {expected}"
+    raise RunError(
+        f"the exploration cache {cache} was made from another seed set or other exploration settings: {why}",
+        where=str(cache),
+        hint="run `beyondagent explore SPEC --force` to explore again and replace it, or point explore.cache at a "
+             "new file")
+
+
+_MISSING = object()
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(key path, old, new) for each leaf that differs between two nested dicts."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [diff for key in sorted(set(old) | set(new), key=str)
+                for diff in _differences(old.get(key, _MISSING), new.get(key, _MISSING),
+                                         f"{prefix}.{key}" if prefix else str(key))]
+    return [] if old == new else [(prefix, old, new)]
+
+
+def _describe(key: str, old: Any, new: Any) -> str:
+    if old is _MISSING:
+        return f"{key} is new (set to {new!r} now; a plugin's config may have gained this key)"
+    if new is _MISSING:
+        return f"{key} is gone (it was {old!r})"
+    return f"{key} was {old!r}, is {new!r} now"
 
 
 @attrs.define
@@ -74,7 +108,8 @@ class Checkpoint:
     finished: bool = False
 
     @classmethod
-    def open(cls, cache: Path, fingerprint: str, *, force: bool = False) -> Checkpoint:
+    def open(cls, cache: Path, fingerprint: str, *, force: bool = False, seeds: Sequence[Task] | None = None,
+             settings: dict[str, Any] | None = None) -> Checkpoint:
         """Start a new cache, or resume the one at `cache` made from the same seeds and settings.
 
         A cache made from other seeds or settings is refused unless `force` (then it is
@@ -86,9 +121,9 @@ class Checkpoint:
                 raise RunError(f"{cache} already holds tasks but has no exploration checkpoint",
                                where=str(cache),
                                hint="it looks like a task file of yours: point explore.cache elsewhere, "
-                                    "or pass --force to explore again and replace it")
-            return cls._start(cache, fingerprint)
-        check_fingerprint(cache, fingerprint)
+                                    "or run `beyondagent explore SPEC --force` to explore again and replace it")
+            return cls._start(cache, fingerprint, seeds=seeds, settings=settings)
+        check_fingerprint(cache, fingerprint, seeds=seeds, settings=settings)
         records, complete = _complete_records(state)
         if len(complete.encode()) != state.stat().st_size:  # a line torn by a kill: cut it, or later appends join it
             _write_atomic(state, complete)
@@ -103,10 +138,15 @@ class Checkpoint:
         return checkpoint
 
     @classmethod
-    def _start(cls, cache: Path, fingerprint: str) -> Checkpoint:
+    def _start(cls, cache: Path, fingerprint: str, *, seeds: Sequence[Task] | None,
+               settings: dict[str, Any] | None) -> Checkpoint:
         cache.parent.mkdir(parents=True, exist_ok=True)
         _write_atomic(cache, "")
-        header = {"format": FORMAT, "fingerprint": fingerprint}
+        header: dict[str, Any] = {"format": FORMAT, "fingerprint": fingerprint}
+        if seeds is not None:  # what the fingerprint was made of, to say what changed when it differs
+            header.update(seeds=seeds_digest(seeds), seed_count=len(seeds))
+        if settings is not None:
+            header["settings"] = json.loads(json.dumps(settings, default=str))
         _write_atomic(checkpoint_path(cache), json.dumps(header) + "\n")
         return cls(cache=cache, fingerprint=fingerprint)
 
@@ -147,19 +187,20 @@ def _cut_cache(cache: Path, count: int) -> list[Task]:
     """Keep the first `count` task lines of the cache (the ones the checkpoint accounts for)."""
     if not cache.is_file():
         raise RunError(f"the exploration checkpoint of {cache} exists but the cache is missing",
-                       where=str(cache), hint="pass --force to explore again")
+                       where=str(cache), hint="run `beyondagent explore SPEC --force` to explore again")
     lines = cache.read_text(encoding="utf-8").splitlines(keepends=True)
     kept = lines[:count]
     if len(kept) < count or (kept and not kept[-1].endswith("\n")):
         raise RunError(f"the exploration cache {cache} has fewer tasks than its checkpoint records",
-                       where=str(cache), hint="the file was edited or truncated; pass --force to explore again")
+                       where=str(cache),
+                       hint="the file was edited or truncated; run `beyondagent explore SPEC --force` to explore again")
     if len(lines) != count:
         _write_atomic(cache, "".join(kept))
     try:
         return [Task.from_dict(json.loads(line)) for line in kept]
     except (json.JSONDecodeError, ValueError) as exc:
         raise RunError(f"the exploration cache {cache} holds a record that cannot be read: {exc}",
-                       where=str(cache), hint="pass --force to explore again") from None
+                       where=str(cache), hint="run `beyondagent explore SPEC --force` to explore again") from None
 
 
 def _append(path: Path, text: str) -> None:

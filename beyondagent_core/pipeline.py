@@ -141,7 +141,8 @@ def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: b
     path = cache_path(spec)
     finished = is_finished(path) if path.is_file() and not force else False
     if finished and spec.explore.n > 0:  # a cache of ours: made from these seeds and settings?
-        check_fingerprint(path, fingerprint(seeds, {"n": spec.explore.n, **exploration_settings(spec)}))
+        settings = {"n": spec.explore.n, **exploration_settings(spec)}
+        check_fingerprint(path, fingerprint(seeds, settings), seeds=seeds, settings=settings)
     if path.is_file() and not force and finished is not False:
         tasks = read_tasks(path, bad)
         log.info("explore.cache_used", cache=str(path), tasks=len(tasks))

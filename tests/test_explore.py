@@ -269,3 +269,17 @@ def test_a_torn_checkpoint_line_is_cut_so_later_lines_count(tmp_path: Path) -> N
     text = state.read_text()
     assert text.endswith("\n") and all(line.startswith("{") and line.endswith("}") for line in text.splitlines())
     assert is_finished(tmp_path / "synthetic.jsonl") is True
+
+
+def test_a_changed_cache_key_says_what_changed(tmp_path: Path) -> None:
+    from beyondagent_core.explore_checkpoint import Checkpoint, check_fingerprint, fingerprint
+
+    cache = tmp_path / "syn.jsonl"
+    then = {"n": 2, "explore": {"name": "walker"}}
+    Checkpoint.open(cache, fingerprint(SEEDS, then), seeds=SEEDS, settings=then)
+    now = {"n": 2, "explore": {"name": "walker", "window": 4}}  # the plugin's config gained `window`
+    with pytest.raises(RunError) as caught:
+        check_fingerprint(cache, fingerprint(SEEDS[:2], now), seeds=SEEDS[:2], settings=now)
+    message = caught.value.message
+    assert "the seed tasks differ (3 then, 2 now)" in message
+    assert "explore.window is new (set to 4 now; a plugin's config may have gained this key)" in message

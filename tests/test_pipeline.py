@@ -497,7 +497,12 @@ def test_an_interrupted_exploration_resumes_and_another_seed_set_is_refused(inli
     state.write_text("".join(lines[:-1]))
     with pytest.raises(RunError, match="another seed set or other exploration settings") as info:
         run_spec(explore_spec(data, n=2))
-    assert "--force" in info.value.hint
+    assert "n was 1, is 2 now" in info.value.message  # it says what changed
+    assert "`beyondagent explore SPEC --force`" in info.value.hint  # a command that has --force
+    # A plugin config that gained a key (here: the explorer's) is named as such.
+    with pytest.raises(RunError) as info:
+        run_spec(explore_spec(data, n=1, moves=3))
+    assert "explore.moves was 2, is 3 now" in info.value.message
 
 
 def test_explore_n_zero_without_cache_means_no_synthetic_tasks(inline, data, run_spec) -> None:

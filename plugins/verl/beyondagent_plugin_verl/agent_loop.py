@@ -119,7 +119,10 @@ class BeyondAgentLoop(AgentLoopBase):
                     "model_turns": llm.sequence.model_turns,
                     "error": trajectory.error,
                     "seconds": round(seconds, 4),
-                    "truncated": len(llm.sequence) - llm.sequence.prompt_length > len(response_ids),
+                    # observation tokens after the last model turn (no learning signal) and anything past
+                    # rollout.response_length, left out of the response
+                    "response_tokens_dropped": max(0, len(llm.sequence) - llm.sequence.prompt_length
+                                                   - len(response_ids)),
                 },
             },
         )

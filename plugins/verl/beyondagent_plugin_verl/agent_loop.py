@@ -111,6 +111,9 @@ class BeyondAgentLoop(AgentLoopBase):
             num_turns=len(trajectory.turns),
             metrics=AgentLoopMetrics(generate_sequences=0.0),
             extra_fields={
+                # verl's validation reports reward_extra_info per data source; `acc` becomes its
+                # core metric (val-core/<source>/acc/mean@1): our judge's success, i.e. pass@1
+                "reward_extra_info": {"acc": float(bool(reward.success)) if reward is not None else 0.0},
                 "beyondagent": {
                     "task_id": trajectory.task.task_id,
                     "origin": trajectory.task.origin,

@@ -15,7 +15,6 @@ from typing import Any
 # our name <- verl's name (first found wins)
 MAPPING: dict[str, tuple[str, ...]] = {
     "train/reward_mean": ("critic/score/mean", "critic/rewards/mean"),
-    "train/success_rate": ("beyondagent/success_rate",),
     "train/response_length": ("response_length/mean",),
     "train/turns": ("num_turns/mean",),
     "actor/kl": ("actor/kl_loss", "actor/ppo_kl"),
@@ -28,8 +27,11 @@ MAPPING: dict[str, tuple[str, ...]] = {
     "perf/step_time_s": ("timing_s/step",),
     "epoch": ("training/epoch",),
 }
-VAL_REWARD_PREFIX = "val-core/"
+# verl's validation metrics: `val-core/<data source>/<var>/mean@<n>` for its core variable (our
+# loop reports `acc`, the judge's success) and `val-aux/...` for the rest (`reward`).
+VAL_PASS_AT_1 = "val/pass@1"
 VAL_REWARD_MEAN = "val/reward_mean"
+VAL_SOURCES = {VAL_PASS_AT_1: "acc", VAL_REWARD_MEAN: "reward"}
 
 
 def _number(value: Any) -> float | None:
@@ -37,6 +39,12 @@ def _number(value: Any) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _is_val_mean(name: str, var: str) -> bool:
+    parts = name.split("/")
+    return (len(parts) == 4 and parts[0] in ("val-core", "val-aux") and parts[2] == var
+            and parts[3].startswith("mean@"))
 
 
 def map_step(verl_metrics: dict[str, Any]) -> dict[str, Any]:
@@ -48,10 +56,11 @@ def map_step(verl_metrics: dict[str, Any]) -> dict[str, Any]:
             if value is not None:
                 out[ours] = value
                 break
-    val = [v for k, v in verl_metrics.items() if k.startswith(VAL_REWARD_PREFIX) and "/mean@" in k
-           and _number(v) is not None]
-    if val:
-        out[VAL_REWARD_MEAN] = sum(float(v) for v in val) / len(val)
+    for ours, var in VAL_SOURCES.items():
+        values = [_number(v) for k, v in verl_metrics.items() if _is_val_mean(k, var)]
+        values = [v for v in values if v is not None]
+        if values:  # the mean over data sources
+            out[ours] = sum(values) / len(values)
     for name, value in verl_metrics.items():
         number = _number(value)
         if number is not None:

@@ -212,6 +212,7 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
             "advantages": advantages[i].tolist()[:length],
             "num_turns": int(output.non_tensor_batch["__num_turns__"][i]),
             "ours": output.non_tensor_batch["beyondagent"][i],
+            "acc": float(output.non_tensor_batch["acc"][i]),  # reward_extra_info, as verl's validation reads it
         })
     ray.shutdown()
     return {"episodes": episodes, "exchanges": exchanges, "timings": timings, "n": n, "env_service": env_service,

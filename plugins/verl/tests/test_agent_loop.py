@@ -71,6 +71,7 @@ def check_episodes(result: dict[str, Any]) -> None:
         # the reward is our judge's, placed by verl on the last response token
         scores = episode["rm_scores"]
         assert scores[-1] == pytest.approx(ours["reward"]) and all(s == 0 for s in scores[:-1])
+        assert episode["acc"] == float(ours["success"])  # verl's validation metric: our judge's success
     assert multi_turn > 0, "no episode took more than one turn: the test did not exercise observations"
     # verl's GRPO advantage: (score - group mean) / (group std + eps) on every model token
     groups: dict[str, list[dict[str, Any]]] = {}

@@ -66,18 +66,19 @@ def test_verl_step_metrics_map_to_our_names() -> None:
     verl_line = {"critic/score/mean": 0.25, "response_length/mean": 12.0, "num_turns/mean": 3.0,
                  "actor/kl_loss": 0.01, "actor/pg_clipfrac": 0.1, "actor/entropy": 2.5, "actor/grad_norm": 1.5,
                  "actor/pg_loss": -0.2, "actor/lr": 1e-6, "perf/throughput": 900.0, "timing_s/step": 4.0,
-                 "training/epoch": 0, "val-core/frozenlake/reward/mean@1": 0.5, "critic/score/max": float("nan"),
+                 "training/epoch": 0, "val-core/frozenlake/acc/mean@1": 0.25, "val-aux/frozenlake/reward/mean@1": 0.5,
+                 "val-aux/frozenlake/reward/std@1": 0.1, "critic/score/max": float("nan"),
                  "some/text": "x"}
     ours = metric_map.map_step(verl_line)
     assert ours["train/reward_mean"] == 0.25 and ours["train/response_length"] == 12.0
     assert ours["train/turns"] == 3.0 and ours["actor/kl"] == 0.01 and ours["actor/clip_fraction"] == 0.1
     assert ours["actor/entropy"] == 2.5 and ours["actor/grad_norm"] == 1.5 and ours["actor/pg_loss"] == -0.2
     assert ours["actor/lr"] == 1e-6 and ours["perf/tokens_per_s"] == 900.0 and ours["perf/step_time_s"] == 4.0
-    assert ours["val/reward_mean"] == 0.5 and ours["epoch"] == 0.0
+    assert ours["val/reward_mean"] == 0.5 and ours["val/pass@1"] == 0.25 and ours["epoch"] == 0.0
     assert ours["verl/critic/score/mean"] == 0.25 and "verl/critic/score/max" not in ours and "verl/some/text" not in ours
 
 
 def test_our_names_are_the_torch_backends_names() -> None:
     names = pytest.importorskip("beyondagent_plugin_torch.metric_names")
-    assert set(metric_map.MAPPING) <= set(names.ALL) | {names.TRAIN_SUCCESS_RATE}
-    assert metric_map.VAL_REWARD_MEAN == names.VAL_REWARD_MEAN
+    assert set(metric_map.MAPPING) <= set(names.ALL)
+    assert {metric_map.VAL_REWARD_MEAN, metric_map.VAL_PASS_AT_1} == {names.VAL_REWARD_MEAN, names.VAL_PASS_AT_1}

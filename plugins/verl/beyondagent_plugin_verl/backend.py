@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import structlog
 import yaml
 
@@ -30,13 +31,14 @@ from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl
 from beyondagent_plugin_verl import metrics as metric_map
-from beyondagent_plugin_verl.config import VerlConfig
+from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
 from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, verl_overrides
 
 log = structlog.get_logger("beyondagent.verl")
 
 VERL_DIR = "verl"
 CONFIG_FILE = "verl_config.yaml"
+SETTINGS_FILE = "learning_settings.json"
 COMPOSE_TIMEOUT_S = 600
 SECRET_VAR = "BEYONDAGENT_VERL_SECRET_{}"
 METRICS_FILE = "metrics.jsonl"
@@ -98,10 +100,13 @@ class VerlBackend:
                            f"{config.batch_size}", where=f"{run.spec.path}, key backend.batch_size",
                            hint="lower batch_size or add tasks")
         log.info("verl.data", rows=written.rows, epochs=written.epochs, steps=written.steps, train=str(written.train))
+        resumed_from = check_resume(run, config)
         files = self._files(run, train_files=(str(written.train),),
                             val_files=(str(written.val),) if written.val else ())
         composed = self._compose(run, files, venv)
         self._preflight(composed)
+        if resumed_from is not None:
+            log.info("verl.resume", checkpoint_step=resumed_from)
         return self._launch(run, Path(composed["config"]), venv, steps=written.steps)
 
     def _preflight(self, composed: dict[str, Any]) -> None:
@@ -208,6 +213,48 @@ class VerlBackend:
 
     def _secret_env(self, run: RunContext) -> dict[str, str]:
         return {SECRET_VAR.format(i): str(value) for i, (_, value) in enumerate(_secret_values(run))}
+
+
+def learning_settings(run: RunContext, config: VerlConfig) -> dict[str, Any]:
+    """What a resumed run must keep: the model, `algorithm:` and the backend keys that shape learning."""
+    backend = {k: v for k, v in attrs.asdict(config).items() if k not in RESUMABLE_KEYS}
+    return json.loads(json.dumps({"model": attrs.asdict(run.spec.model), "algorithm": attrs.asdict(run.spec.algorithm),
+                                  "backend": backend}, default=str))
+
+
+def check_resume(run: RunContext, config: VerlConfig) -> int | None:
+    """Record the run's learning settings; on `--resume`, refuse changed ones. Returns verl's last checkpoint step.
+
+    verl itself continues from `<run_dir>/checkpoints` (`trainer.resume_mode: auto`), dataloader
+    position included; this check makes a changed spec an error instead of a silently different run.
+    """
+    path = run.run_dir / VERL_DIR / SETTINGS_FILE
+    settings = learning_settings(run, config)
+    if run.resume and path.is_file():
+        before = json.loads(path.read_text())
+        changed = [f"{key} ({old!r} -> {new!r})" for key, old, new in _differences(before, settings)]
+        if changed:
+            raise SpecError(f"--resume with changed settings: {'; '.join(changed[:8])}",
+                            where=f"{run.spec.path}", hint="put them back, or start a new run (another run.name); "
+                            f"these may change on resume: backend.{', backend.'.join(RESUMABLE_KEYS)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    latest = run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    if run.resume and latest.is_file():
+        try:
+            return int(latest.read_text().strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        found = []
+        for key in sorted(set(old) | set(new)):
+            found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else str(key))
+        return found
+    return [] if old == new else [(prefix, old, new)]
 
 
 def compose_error(answer: dict[str, Any], spec_path: Any) -> SpecError:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -105,3 +106,27 @@ def test_the_metrics_reader_takes_only_complete_lines(tmp_path: Path) -> None:
     with path.open("a") as handle:
         handle.write('ta": {"critic/score/mean": 0.75}}\n')
     assert reader.new_steps() == [(2, {"critic/score/mean": 0.75})]
+
+
+def test_resume_refuses_changed_learning_settings(tmp_path: Path) -> None:
+    from beyondagent_core.errors import SpecError
+    from beyondagent_core.pipeline import prepare
+    from beyondagent_core.plugins import PluginManager, Switches
+    from beyondagent_plugin_verl.backend import check_resume
+
+    spec = prepare(small_spec(tmp_path), manager=PluginManager(Switches(autoload=True))).spec
+
+    class Run:
+        run_dir = tmp_path / "run"
+        resume = False
+
+    Run.spec = spec
+    config = spec.component("backend").config
+    assert check_resume(Run(), config) is None
+    Run.resume = True
+    (Run.run_dir / "checkpoints").mkdir(parents=True)
+    (Run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("20")
+    assert check_resume(Run(), attrs.evolve(config, epochs=5, save_every=3)) == 20  # how long/often: fine
+    with pytest.raises(SpecError) as caught:
+        check_resume(Run(), attrs.evolve(config, lr=0.1))
+    assert "backend.lr (0.005 -> 0.1)" in caught.value.message

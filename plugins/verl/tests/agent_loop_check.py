@@ -133,12 +133,13 @@ def main(work: Path, vllm_url: str, model_dir: str, mode: str | None) -> dict[st
 def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
+    from beyondagent_core.context import RunContext, RunInfo
     from beyondagent_core.pipeline import load_tasks, prepare
     from beyondagent_core.jsonl import BadRecords
     from beyondagent_core.sources.parquet import write_parquet
     from beyondagent_plugin_verl.backend import VerlBackend
     from beyondagent_plugin_verl.compose import apply_overrides, compose_base, validate
-    from beyondagent_plugin_verl.mapping import RunFiles, verl_overrides
+    from beyondagent_plugin_verl.mapping import verl_overrides
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -148,14 +149,12 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
     tasks = load_tasks(spec, "tasks.train", BadRecords("fail"))
     train = work / "train.parquet"
     write_parquet(train, tasks)
+    # the launcher's own files: the worker spec (secrets as ${oc.env:...}) and agent_loop.yaml
     run_dir = work / "run"
-    files = RunFiles(run_dir=run_dir, train_files=(str(train),), val_files=(), agent_loop_config=run_dir / "agent_loop.yaml")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
+    run = RunContext(spec=spec, info=info, manager=session.manager)
     config_block = spec.component("backend").config
-    loop = [{"name": "beyondagent", "_target_": "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop",
-             "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run_dir),
-             "max_new_tokens": config_block.max_new_tokens}]
-    files.agent_loop_config.write_text(yaml.safe_dump(loop))
+    files = VerlBackend(config_block)._files(run, train_files=(str(train),), val_files=())
     cfg = compose_base()
     overrides = [o.as_list() for o in verl_overrides(spec, config_block, files, model_path=model_dir)]
     overrides.append(["actor_rollout_ref.rollout.agent.num_workers", 1, "test"])

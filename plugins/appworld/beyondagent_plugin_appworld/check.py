@@ -36,10 +36,11 @@ def check(root: Path) -> dict:
               "apps": get_all_apps(skip_admin=True), "tasks_per_split": splits,
               "tasks_on_disk": len(list((root / "data" / "tasks").iterdir()))}
     if first is not None:
-        started = time.perf_counter()  # AppWorld freezes time.time while a world is open
+        clock = lambda: time.clock_gettime(time.CLOCK_MONOTONIC)  # noqa: E731 - AppWorld's freezegun patches perf_counter
+        started = clock()
         world = AppWorld(task_id=first, experiment_name=f"beyondagent-check-{os.getpid()}", timeout_seconds=None)
         try:
-            opened = time.perf_counter() - started
+            opened = clock() - started
             report["opened"] = {"task_id": first, "instruction": world.task.instruction,
                                 "supervisor": dict(world.task.supervisor), "open_seconds": round(opened, 2),
                                 "apps_in_docs": len(world.task.api_docs)}

@@ -22,6 +22,9 @@ score as `reward_score` (so verl's reward loop has nothing to do).
 
 from __future__ import annotations
 
+import json
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +72,29 @@ def task_of(row: dict[str, Any]) -> Task:
     return row_to_task(plain, int(row.get("index", 0) or 0))
 
 
+def record_episode(run_dir: str, row: dict[str, Any], facts: dict[str, Any]) -> None:
+    """Append this episode's facts to `<run_dir>/verl/episodes/<host>-<pid>.jsonl`.
+
+    verl's step metrics have no success rate (its reward is a float); the launcher reads these
+    lines and adds `train/success_rate` (and per origin) to each step, by `global_steps` (which
+    verl's V1 trainer passes with every row) and the row's split.
+    """
+    extra = row.get("extra_info") or {}
+    record = {**facts, "global_steps": _plain_int(row.get("global_steps")), "split": extra.get("split"),
+              "epoch": extra.get("epoch")}
+    directory = Path(run_dir) / "verl" / "episodes"
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a") as handle:
+        handle.write(json.dumps(record, default=str) + "\n")
+
+
+def _plain_int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 @register(AGENT_NAME)
 class BeyondAgentLoop(AgentLoopBase):
     """verl agent loop running a BeyondAgent spec's workflow, env and judges for one dataset row."""
@@ -93,7 +119,9 @@ class BeyondAgentLoop(AgentLoopBase):
                        response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         started = time.perf_counter()
         trajectory = await runner.run(task, llm)
-        return self.output(llm, trajectory, seconds=time.perf_counter() - started)
+        output = self.output(llm, trajectory, seconds=time.perf_counter() - started)
+        record_episode(self.run_dir, row, output.extra_fields["beyondagent"])
+        return output
 
     def output(self, llm: VerlChat, trajectory: Trajectory, *, seconds: float) -> AgentLoopOutput:
         prompt_ids, response_ids, response_mask, logprobs = llm.response()

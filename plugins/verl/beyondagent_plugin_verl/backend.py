@@ -143,11 +143,12 @@ class VerlBackend:
                                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                        cwd=str(verl_dir), start_new_session=True)
             reader = _MetricsReader(verl_metrics)
+            episodes = _EpisodeReader(verl_dir / "episodes")
             try:
                 while True:
                     code = process.poll()
                     for step, values in reader.new_steps():
-                        last = self._report(run, step, values)
+                        last = self._report(run, step, values, episodes.of_step(step))
                     if code is not None:
                         break
                     if self.config.timeout_s and time.monotonic() - started > self.config.timeout_s:
@@ -163,8 +164,9 @@ class VerlBackend:
         log.info("verl.finished", seconds=round(time.monotonic() - started, 1), steps=len(reader.seen))
         return last
 
-    def _report(self, run: RunContext, step: int, values: dict[str, Any]) -> dict[str, Any]:
-        ours = metric_map.map_step(values)
+    def _report(self, run: RunContext, step: int, values: dict[str, Any],
+                episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        ours = {**metric_map.map_step(values), **metric_map.episode_metrics(episodes or [])}
         append_jsonl(run.run_dir / METRICS_FILE, [{"step": step, "time": time.time(), **ours}])
         run.step_finished(step, {k: v for k, v in ours.items() if not k.startswith("verl/")})
         return ours
@@ -374,3 +376,34 @@ class _MetricsReader:
             self.seen.add(step)
             steps.append((step, record.get("data") or {}))
         return steps
+
+
+class _EpisodeReader:
+    """Our agent loop's episode records (`episodes/*.jsonl`), grouped by verl's global step."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.offsets: dict[Path, int] = {}
+        self.by_step: dict[int, list[dict[str, Any]]] = {}
+
+    def _read(self) -> None:
+        for path in sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []:
+            with path.open("rb") as handle:
+                handle.seek(self.offsets.get(path, 0))
+                chunk = handle.read()
+            end = chunk.rfind(b"\n")
+            if end < 0:
+                continue
+            self.offsets[path] = self.offsets.get(path, 0) + end + 1
+            for line in chunk[:end].splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if record.get("split") == "train" and isinstance(record.get("global_steps"), int):
+                    self.by_step.setdefault(record["global_steps"], []).append(record)
+
+    def of_step(self, step: int) -> list[dict[str, Any]]:
+        """The training episodes verl rolled out for `step` (read up to now)."""
+        self._read()
+        return self.by_step.pop(step, [])

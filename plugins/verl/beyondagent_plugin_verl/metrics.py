@@ -66,3 +66,18 @@ def map_step(verl_metrics: dict[str, Any]) -> dict[str, Any]:
         if number is not None:
             out[f"verl/{name}"] = number
     return out
+
+
+def episode_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
+    """A training step's success rates from our agent loop's episode records (torch's names)."""
+    if not episodes:
+        return {}
+    out = {"train/success_rate": sum(bool(e.get("success")) for e in episodes) / len(episodes)}
+    synthetic = [e for e in episodes if e.get("origin") == "synthetic"]
+    if synthetic:
+        original = [e for e in episodes if e.get("origin") != "synthetic"]
+        out["train/synthetic_fraction"] = len(synthetic) / len(episodes)
+        out["train/success_rate_synthetic"] = sum(bool(e.get("success")) for e in synthetic) / len(synthetic)
+        if original:
+            out["train/success_rate_original"] = sum(bool(e.get("success")) for e in original) / len(original)
+    return out

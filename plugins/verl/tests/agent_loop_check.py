@@ -178,6 +178,8 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
     batch.non_tensor_batch["uid"] = np.array([f"uid-{i}" for i in range(len(batch))], dtype=object)
     batch = batch.repeat(repeat_times=n, interleave=True)
     batch.meta_info["global_steps"] = 1
+    # verl's V1 trainer (transfer-queue path) passes each row's global step to the loop; so do we
+    batch.non_tensor_batch["global_steps"] = np.array([1] * len(batch), dtype=object)
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=True,
              runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
@@ -214,7 +216,25 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
             "acc": float(output.non_tensor_batch["acc"][i]),  # reward_extra_info, as verl's validation reads it
         })
     ray.shutdown()
-    return {"episodes": episodes, "exchanges": exchanges, "timings": timings, "n": n, "env_service": env_service,
+    # the V1 trainer's transfer-queue path stores each output as `as_dict()` + the row: our fields fit
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+    from verl.trainer.ppo.v1.agent_loop_tq import list_of_dict_to_tensordict
+
+    fields = []
+    for episode in episodes[:2]:
+        out = AgentLoopOutput(prompt_ids=episode["prompt_ids"], response_ids=episode["response_ids"],
+                              response_mask=episode["response_mask"], response_logprobs=episode["rollout_log_probs"],
+                              reward_score=episode["ours"]["reward"], num_turns=episode["num_turns"],
+                              metrics=AgentLoopMetrics(), extra_fields={"reward_extra_info": {"acc": episode["acc"]},
+                                                                        "beyondagent": episode["ours"]})
+        field = out.as_dict()
+        field.update({"uid": episode["uid"], "session_id": 0, "global_steps": 1})
+        field["loss_mask"] = field["response_mask"]
+        fields.append(field)
+    tq_keys = sorted(list_of_dict_to_tensordict(fields).keys())
+    records = [json.loads(line) for path in sorted((run_dir / "verl" / "episodes").glob("*.jsonl"))
+               for line in path.read_text().splitlines()]
+    return {"tq_keys": tq_keys, "episode_records": records,"episodes": episodes, "exchanges": exchanges, "timings": timings, "n": n, "env_service": env_service,
             "registered_by_entry_point": registered_by_entry_point, "tasks": [t.to_dict() for t in tasks],
             "backend_class": VerlBackend.__name__, "config_keys": OmegaConf.to_container(cfg.actor_rollout_ref.rollout.agent)}
 

@@ -95,6 +95,13 @@ def test_agent_loop_in_verls_worker_with_vllm(verl_venv: Any, vllm_server: str, 
     result = run_check(verl_venv, tmp_path, vllm_server, tiny_model, *(["service"] if env_service == "service" else []))
     assert (result["env_service"] is not None) == (env_service == "service")
     check_episodes(result)
+    assert {"prompts", "responses", "response_mask", "rollout_log_probs", "rm_scores", "extra_fields"} <= set(
+        result["tq_keys"])
+    # each episode's facts, for the launcher's per-step success rate
+    records = result["episode_records"]
+    assert len(records) == len(result["episodes"])
+    assert {(r["global_steps"], r["split"]) for r in records} == {(1, "train")}
+    assert sorted(r["success"] for r in records) == sorted(e["ours"]["success"] for e in result["episodes"])
     episodes = len(result["episodes"])
     print(f"{episodes} episodes in {result['timings']['rollout_s']:.1f} s "
           f"({episodes / result['timings']['rollout_s']:.2f} episodes/s); "

@@ -130,3 +130,36 @@ def test_resume_refuses_changed_learning_settings(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         check_resume(Run(), attrs.evolve(config, lr=0.1))
     assert "backend.lr (0.005 -> 0.1)" in caught.value.message
+
+
+def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:
+    """verl's step line + our agent loop's episode records -> one metrics.jsonl line in our names."""
+    episodes = tmp_path / "verl" / "episodes"
+    episodes.mkdir(parents=True)
+    lines = [{"global_steps": 1, "split": "train", "success": True, "origin": "original"},
+             {"global_steps": 1, "split": "train", "success": False, "origin": "synthetic"},
+             {"global_steps": 1, "split": "train", "success": True, "origin": "synthetic"},
+             {"global_steps": 1, "split": "val", "success": False, "origin": "original"},
+             {"global_steps": 2, "split": "train", "success": False, "origin": "original"}]
+    (episodes / "a-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines[:2]))
+    (episodes / "b-2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines[2:]))
+    reported = []
+
+    class Run:
+        run_dir = tmp_path
+
+        def step_finished(self, step: int, metrics: dict[str, Any]) -> None:
+            reported.append((step, metrics))
+
+    from beyondagent_plugin_verl.backend import _EpisodeReader
+
+    reader = _EpisodeReader(episodes)
+    ours = VerlBackend(VerlConfig())._report(Run(), 1, {"critic/score/mean": 0.5}, reader.of_step(1))
+    assert ours["train/success_rate"] == pytest.approx(2 / 3)
+    assert ours["train/synthetic_fraction"] == pytest.approx(2 / 3)
+    assert ours["train/success_rate_synthetic"] == 0.5 and ours["train/success_rate_original"] == 1.0
+    assert ours["train/reward_mean"] == 0.5
+    line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
+    assert line["step"] == 1 and line["train/success_rate"] == pytest.approx(2 / 3)
+    assert reported[0][0] == 1 and "verl/critic/score/mean" not in reported[0][1]
+    assert reader.of_step(2)[0]["success"] is False

@@ -13,7 +13,10 @@ thread only); the service's per-call timeout bounds a hung cell from outside ins
   episode ends when the code completes the task (`apis.supervisor.complete_task`) or after
   `max_turns` steps;
 - `evaluate()` runs AppWorld's `evaluate_task`: passed checks / all checks (`reward: partial`)
-  or 1/0 (`sparse`), with the failed checks as text in the reward's details.
+  or 1/0 (`sparse`), with the failed checks as text in the reward's details;
+- `valid_actions()` and `describe_achieved()` (`explore.py`) let `random_actions` exploration
+  and the `hindsight` summarizer make verifiable synthetic tasks: a task whose
+  `metadata["goal"]` is one of those goals is graded here on the answer it completes with.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from beyondagent_core import Reward, Task
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_plugin_appworld.config import AppWorldConfig, data_root, split_ids
+from beyondagent_plugin_appworld.explore import Explorer, check_goal, same_answer
 
 CODE_BLOCK = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 NO_CODE = ("No code was run: write the Python code to run in one ```python ... ``` block "
@@ -64,21 +68,27 @@ class AppWorldEnv:
         self.task: Task | None = None
         self.turns = 0
         self.completed = False
+        self.goal: dict[str, Any] | None = None
+        self.explorer = Explorer()
 
     # --- the episode ---------------------------------------------------------------------
 
     def reset(self, task: Task) -> EnvReset:
+        goal = check_goal(task.metadata["goal"]) if "goal" in (task.metadata or {}) else None
         self._close_world()
         from appworld import AppWorld, update_root
 
         update_root(str(self.root))
         experiment = f"beyondagent-{os.getpid()}-{next(_episodes)}-{uuid.uuid4().hex[:8]}"
-        self.world = AppWorld(task_id=task.task_id, experiment_name=experiment, timeout_seconds=None)
-        self.task, self.turns, self.completed = task, 0, False
+        # a synthetic task (its own id) replays its seed task's world with a new query
+        world_id = task.seed_task_id if task.origin == "synthetic" and task.seed_task_id else task.task_id
+        self.world = AppWorld(task_id=world_id, experiment_name=experiment, timeout_seconds=None)
+        self.task, self.turns, self.completed, self.goal = task, 0, False, goal
+        self.explorer = Explorer()
         supervisor = {key: self.world.task.supervisor.get(key, "")
                       for key in ("first_name", "last_name", "email", "phone_number")}
         instruction = task.query or self.world.task.instruction
-        info = {"task_id": task.task_id, "instruction": instruction, "supervisor": supervisor,
+        info = {"task_id": task.task_id, "world": world_id, "instruction": instruction, "supervisor": supervisor,
                 "experiment": experiment, "pid": os.getpid(), "max_turns": self.config.max_turns}
         return EnvReset(messages=[{"role": "user", "content": task_message(instruction, supervisor)}], info=info)
 
@@ -91,6 +101,7 @@ class AppWorldEnv:
             output = NO_CODE
         else:
             output = self.world.execute(code)
+            self.explorer.record(output)
             self.completed = self.completed or bool(self.world.task_completed())
         terminated = self.completed or self.turns >= self.config.max_turns
         info = {"ran_code": code is not None, "completed": self.completed, "turn": self.turns,
@@ -103,6 +114,8 @@ class AppWorldEnv:
     def evaluate(self) -> Reward:
         if self.world is None or self.task is None:
             return Reward(0.0, False, "no episode to evaluate: reset() was not called")
+        if self.goal is not None:
+            return self._evaluate_goal(self.goal)
         if self.task.query and self.task.query != self.world.task.instruction:
             # a synthetic task on this world: AppWorld has no ground truth for its query
             return Reward(0.0, False, "a synthetic AppWorld task has no ground truth: judge it with llm_judge",
@@ -140,6 +153,33 @@ class AppWorldEnv:
 
     def task_ids(self, split: str) -> list[str]:
         return split_ids(self.root, split)
+
+    def valid_actions(self) -> list[str]:
+        """Read-only code actions that find out more about this world (`explore.py`)."""
+        return self.explorer.actions() if self.world is not None else []
+
+    def describe_achieved(self) -> list[dict[str, Any]]:
+        """Questions whose answers this episode has found, with those answers (`explore.py`)."""
+        return self.explorer.goals() if self.world is not None else []
+
+    def _evaluate_goal(self, goal: dict[str, Any]) -> Reward:
+        active = self.world.requester.request("supervisor", "show_active_task", track=False)
+        given, completed = active.get("answer"), active.get("status") == "success"
+        right = completed and same_answer(given, goal["answer"])
+        failed = []
+        if not completed:
+            failed.append({"requirement": "the task is marked complete through apis.supervisor.complete_task",
+                           "trace": f"status: {active.get('status')!r}"})
+        if not same_answer(given, goal["answer"]):
+            failed.append({"requirement": "the answer given to complete_task is the right one",
+                           "trace": f"answer given: {given!r}, expected: {goal['answer']!r}"})
+        passes = 2 - len(failed)
+        score = passes / 2 if self.config.reward == "partial" else float(right)
+        reason = f"{passes}/2 checks passed" + ("; failed: " + "; ".join(f["requirement"] for f in failed) if failed else "")
+        return Reward(float(score), right, reason,
+                      {"passes": passes, "total": 2, "reward": self.config.reward, "completed": completed,
+                       "goal": goal, "failed": failed,
+                       "failed_text": "\n\n".join(f"{f['requirement']}\n{f['trace']}" for f in failed)})
 
     # --- helpers ----------------------------------------------------------------------------
 

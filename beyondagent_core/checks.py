@@ -6,6 +6,10 @@
 A value out of range, NaN or infinite (`.nan`, `.inf` are valid YAML floats) raises
 `FieldRangeError`, which names the field; the spec loader adds the section's key path, so the
 user reads `algorithm.clip_ratio must be > 0, got nan`. None passes (optional fields).
+
+A field that names another component (the judge a summarizer gives its tasks) says so with
+`metadata=names("reward")`: the spec loader resolves it like a `name:` key, so a typo fails
+`beyondagent validate` with the closest names, not the run an hour later.
 """
 
 from __future__ import annotations
@@ -45,3 +49,27 @@ def number(*, gt: float | None = None, ge: float | None = None, lt: float | None
                 raise FieldRangeError(attribute.name, f"must be {wanted}, got {value!r}")
 
     return check
+
+
+COMPONENT_KIND = "beyondagent_component"
+
+
+def names(kind: str) -> dict[str, str]:
+    """Field metadata: the field's value is the name of a registered component of `kind`."""
+    return {COMPONENT_KIND: kind}
+
+
+def component_references(config: Any, prefix: str) -> list[tuple[str, str, str]]:
+    """(key path, kind, name) for each set field of `config` (nested attrs too) marked with `names`."""
+    found: list[tuple[str, str, str]] = []
+    if not attrs.has(type(config)):
+        return found
+    for field in attrs.fields(type(config)):
+        value = getattr(config, field.name)
+        key_path = f"{prefix}.{field.name}" if prefix else field.name
+        kind = field.metadata.get(COMPONENT_KIND)
+        if kind and isinstance(value, str) and value:
+            found.append((key_path, kind, value))
+        elif attrs.has(type(value)):
+            found.extend(component_references(value, key_path))
+    return found

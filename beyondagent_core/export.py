@@ -28,6 +28,9 @@ class ExportConfig:
 
 
 class ExportBackend:
+    # Writes tasks; never scores an episode, so the judges tasks name need not be installed here.
+    judges_tasks = False
+
     def __init__(self, config: ExportConfig):
         if config.format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {config.format!r}")

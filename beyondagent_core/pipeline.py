@@ -112,6 +112,25 @@ def load_tasks(spec: Spec, key_path: str, bad: BadRecords) -> list[Task]:
     return unique
 
 
+def check_task_judges(tasks: list[Task], registry: Registry, where: str) -> None:
+    """Every judge a task names is a registered reward (a typo fails here, not mid-run)."""
+    named: dict[str, Task] = {}
+    for task in tasks:
+        if task.judge:
+            named.setdefault(task.judge, task)
+    for name, task in sorted(named.items()):
+        registry.resolve("reward", name, key_path=f"{where}: task {task.task_id!r} names judge {name!r}")
+
+
+def judges_tasks(spec: Spec) -> bool:
+    """Whether the backend scores episodes (the `export` backend only writes tasks: False)."""
+    backend = spec.component("backend")
+    if backend is None or backend.registration is None:
+        return False
+    with guarded(backend, "building the backend"):
+        return bool(getattr(backend.create(), "judges_tasks", True))
+
+
 def cache_path(spec: Spec) -> Path:
     cache = spec.explore.cache
     return Path(cache) if cache else run_dir_of(spec) / "synthetic_tasks.jsonl"
@@ -303,6 +322,9 @@ def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
         mixer = spec.component("mixture")
         with guarded(mixer, "mixing"):
             mixed = count_by_origin(TrainingData(train, synthetic, val, mixer.create(), spec.run.seed).epoch_tasks(0))
+    if judges_tasks(spec):
+        for tasks, where in ((train, "tasks.train"), (val, "tasks.val"), (synthetic or [], source)):
+            check_task_judges(tasks, session.registry, where)
     rows = []
     for component in [*spec.components.values(), *spec.filters]:
         if component.registration is not None:
@@ -362,6 +384,9 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
         train = load_tasks(spec, "tasks.train", bad)
         val = load_tasks(spec, "tasks.val", bad)
         synthetic, _ = explore(context, train, bad)
+        if getattr(trainer, "judges_tasks", True):
+            for tasks, where in ((train, "tasks.train"), (val, "tasks.val"), (synthetic, f"{cache_path(spec)}")):
+                check_task_judges(tasks, session.registry, where)
         mixer = spec.component("mixture")
         with guarded(mixer, "building the mixer"):
             data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)

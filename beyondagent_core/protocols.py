@@ -199,6 +199,8 @@ class Backend(Protocol):
     `describe(run) -> str`: `--dry-run` prints it (and it may write that config to `run.run_dir`).
     A backend that can refuse `--resume` (no checkpoint, a changed spec) offers
     `check_resume(run_dir, spec)`, raising the refusal before anything in the run directory is written.
+    Every judge a task names is checked before a run, unless the backend never scores episodes
+    (`judges_tasks = False`, like `export`).
     """
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]: ...

@@ -23,7 +23,7 @@ import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
-from beyondagent_core.checks import FieldRangeError, number
+from beyondagent_core.checks import FieldRangeError, component_references, number
 from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.llm import LLMConfig
 from beyondagent_core.registry import Registration, Registry
@@ -420,6 +420,8 @@ def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) 
     registration = registry.resolve(slot.kind, block.name, key_path=f"{where}, key {slot.key_path}.name")
     config = structured(registration.spec.config_cls, rest, slot.key_path, where,
                         extra_valid=sorted(own_keys), owner=_owner(registration))
+    for key_path, kind, name in component_references(config, slot.key_path):
+        registry.resolve(kind, name, key_path=f"{where}, key {key_path}")  # unknown: the closest names
     return Component(slot.kind, slot.key_path, registration, block, config)
 
 

@@ -613,3 +613,27 @@ def test_a_judge_with_the_wrong_shape_is_named_when_built_or_scored(plugin_manag
     task = Task(task_id="t", query="q")
     with pytest.raises(TypeError, match=r"FloatJudge.score\(\) returned float '1.0', not Reward"):
         asyncio.run(score_after(FloatJudge(None), task, Trajectory(task=task)))
+
+
+def test_a_judge_named_by_a_task_is_checked_before_the_run(inline, data, run_spec) -> None:
+    from beyondagent_core.errors import UnknownComponentError
+
+    write_tasks(data["train"], [Task(task_id="a", query="q"), Task(task_id="b", query="q", judge="evn")])
+    judging = base_spec(data, backend={"name": "exploding"})  # a backend that scores episodes
+    with pytest.raises(UnknownComponentError) as caught:
+        run_spec(judging, dry_run=True)
+    assert "unknown reward 'evn' (did you mean 'env'?)" in str(caught.value)
+    assert "tasks.train: task 'b' names judge 'evn'" in str(caught.value)
+    with pytest.raises(UnknownComponentError):
+        run_spec(judging)  # before training starts (this backend would raise OSError in train)
+    assert inline.events[-1][2] == "error"
+    assert run_spec(base_spec(data)).metrics["tasks"]  # `export` scores nothing: the name is not needed
+
+
+def test_a_component_name_inside_a_config_is_checked_by_validate(inline, data, run_spec) -> None:
+    from beyondagent_core.errors import UnknownComponentError
+
+    spec = explore_spec(data, summarizer={"name": "hindsight", "judge": "evn"})
+    with pytest.raises(UnknownComponentError) as caught:
+        run_spec(spec, dry_run=True)
+    assert "key explore.summarizer.judge" in str(caught.value) and "did you mean 'env'" in str(caught.value)

@@ -87,6 +87,9 @@ def test_a_non_string_observation_is_an_error_record() -> None:
     trajectory = run(runner, ScriptedLLM([]))
     assert trajectory.error.startswith("TypeError: env step() returned a non-string observation")
     assert trajectory.reward.score == 0.0
+    # the record keeps the conversation up to the failure: what a user needs to see why
+    assert [(t.role, t.content) for t in trajectory.turns] == [("system", "Count."), ("user", "Go."),
+                                                             ("assistant", "next")]
 
 
 def test_a_failing_workflow_or_env_becomes_an_error_record() -> None:

@@ -20,7 +20,14 @@ def no_secrets():
     secrets.forget_all()
 
 
-def test_remembered_values_are_masked_everywhere_in_an_event(tmp_path: Path, capsys) -> None:
+@pytest.fixture
+def logging_config():
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)  # the console logger must not keep writing to this test's capture
+
+
+def test_remembered_values_are_masked_everywhere_in_an_event(tmp_path: Path, capsys, logging_config) -> None:
     secrets.remember("sk-live-0123456789")
     secrets.remember("abc")  # too short to be told apart from ordinary text: not masked
     configure_logging()

@@ -13,7 +13,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from structlog.testing import capture_logs  # noqa: E402
 
-from beyondagent_core.errors import DataError, SpecError  # noqa: E402
+from beyondagent_core.errors import DataError, SpecError, UnknownComponentError  # noqa: E402
 from beyondagent_core.jsonl import BadRecords, write_tasks  # noqa: E402
 from beyondagent_core.registry import Registry  # noqa: E402
 from beyondagent_core.sources.parquet import read_parquet, write_parquet  # noqa: E402
@@ -180,11 +180,13 @@ def test_env_and_judge_options_are_set_on_every_task(plugin_manager, tmp_path: P
     ours = tmp_path / "ours.parquet"
     write_parquet(ours, SEEDS)
     for path in (verl_file, ours):
-        block = {"name": "parquet", "path": str(path), "env": "calculator", "judge": "exact_match"}
+        block = {"name": "parquet", "path": str(path), "env": "calculator", "judge": "llm_judge"}
         tasks, _ = load(build(plugin_manager, block))
         assert tasks
         assert {task.env for task in tasks} == {"calculator"}
-        assert {task.judge for task in tasks} == {"exact_match"}
+        assert {task.judge for task in tasks} == {"llm_judge"}
+    with pytest.raises(UnknownComponentError, match="did you mean 'llm_judge'"):  # a judge that does not exist
+        build(plugin_manager, {"name": "parquet", "path": str(ours), "judge": "llm_judgee"})
 
 
 def test_parquet_limit_option(plugin_manager, tmp_path: Path) -> None:

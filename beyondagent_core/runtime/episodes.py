@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import structlog
@@ -18,7 +19,7 @@ import structlog
 from beyondagent_core.envs.local import as_opener
 from beyondagent_core.judging import JudgeSelector, as_selector, score_after, score_episode
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
-from beyondagent_core.types import Reward, Task, Trajectory
+from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 log = structlog.get_logger("beyondagent.episodes")
 
@@ -39,14 +40,16 @@ class EpisodeRunner:
 
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory:
         started = time.perf_counter()
+        recorder = RecordingLLM(llm)
         try:
-            trajectory = await self._run(task, llm)
+            trajectory = await self._run(task, recorder)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one broken episode must not stop the step
             error = f"{type(exc).__name__}: {exc}"
             log.warning("episode.failed", task=task.task_id, error=error, exc_info=True)
-            trajectory = Trajectory(task=task, reward=Reward(0.0, reason=f"episode failed: {error}"), error=error)
+            trajectory = Trajectory(task=task, turns=recorder.turns(), error=error,
+                                    reward=Reward(0.0, reason=f"episode failed: {error}"))
         trajectory.metrics["seconds"] = round(time.perf_counter() - started, 4)
         return trajectory
 
@@ -70,3 +73,29 @@ class EpisodeRunner:
             raise TypeError(f"{type(self.workflow).__name__}.run() returned {type(trajectory).__name__}, "
                             "not Trajectory")
         return trajectory
+
+
+class RecordingLLM:
+    """The workflow's LLM, remembering the conversation so far: a failed episode keeps its turns."""
+
+    def __init__(self, llm: ChatLLM):
+        self._llm = llm
+        self._messages: list = []
+
+    async def chat(self, messages: Any, **sampling: Any) -> Turn:
+        turn = await self._llm.chat(messages, **sampling)
+        self._messages = [*messages, turn]
+        return turn
+
+    def turns(self) -> list[Turn]:
+        """The last conversation the model saw, with its reply (messages become Turns)."""
+        turns = []
+        for message in self._messages:
+            if isinstance(message, Turn):
+                turns.append(message)
+            elif isinstance(message, dict):
+                turns.append(Turn(role=str(message.get("role", "?")), content=str(message.get("content", ""))))
+        return turns
+
+    def __getattr__(self, name: str) -> Any:  # usage counters and the like: the wrapped LLM's
+        return getattr(self._llm, name)

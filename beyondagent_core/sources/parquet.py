@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 from omegaconf import MISSING
 
+from beyondagent_core.checks import names
 from beyondagent_core.errors import DataError
 from beyondagent_core.jsonl import BadRecords
 from beyondagent_core.types import Task
@@ -32,7 +33,7 @@ class ParquetSourceConfig:
     path: str = MISSING
     limit: int | None = None
     env: str | None = None
-    judge: str | None = None
+    judge: str | None = attrs.field(default=None, metadata=names("reward"))
 
 
 class ParquetTaskSource:

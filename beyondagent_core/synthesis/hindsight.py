@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 import structlog
 
+from beyondagent_core.checks import names
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Task, Trajectory
 
@@ -62,7 +63,7 @@ class HindsightConfig:
     min_steps: int = attrs.field(default=1, validator=_at_least(1))
     max_steps: int | None = attrs.field(default=None, validator=_at_least(1))
     prefer: str = attrs.field(default="later", validator=_one_of(PREFERENCES))
-    judge: str = "env"
+    judge: str = attrs.field(default="env", metadata=names("reward"))
 
     def __attrs_post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < self.min_steps:

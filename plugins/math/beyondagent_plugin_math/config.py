@@ -10,6 +10,8 @@ from typing import Any
 import attrs
 from omegaconf import MISSING
 
+from beyondagent_core.checks import names
+
 ARITHMETIC_OPERATORS = ("+", "-", "*", "/")
 SPLITS = ("train", "val", "test")
 
@@ -45,7 +47,7 @@ class MathJsonlConfig:
     id_field: str | None = None
     id_prefix: str | None = None
     limit: int | None = attrs.field(default=None, validator=_at_least(0))
-    judge: str | None = None
+    judge: str | None = attrs.field(default=None, metadata=names("reward"))
 
 
 @attrs.define
@@ -69,7 +71,7 @@ class ArithmeticConfig:
     operators: list[str] = attrs.field(factory=lambda: ["+", "-"])
     parentheses: bool = False
     question: str = "What is {expression}?"
-    judge: str | None = None
+    judge: str | None = attrs.field(default=None, metadata=names("reward"))
 
     def __attrs_post_init__(self) -> None:
         unknown = [op for op in self.operators if op not in ARITHMETIC_OPERATORS]

@@ -42,12 +42,12 @@ class MetricsLog:
     False never writes them.
     """
 
-    def __init__(self, run_dir: Path, *, tensorboard: bool | None = None) -> None:
+    def __init__(self, run_dir: Path, *, tensorboard: bool | None = None, purge_step: int | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.samples_path = self.run_dir / SAMPLES_FILE
-        self._writer = _open_summary_writer(self.run_dir / TENSORBOARD_DIR, tensorboard)
+        self._writer = _open_summary_writer(self.run_dir / TENSORBOARD_DIR, tensorboard, purge_step)
 
     @property
     def tensorboard(self) -> bool:
@@ -165,8 +165,11 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _open_summary_writer(log_dir: Path, wanted: bool | None) -> Any:
-    """A `SummaryWriter` on `log_dir`, or None when TensorBoard is off or (for None) not installed."""
+def _open_summary_writer(log_dir: Path, wanted: bool | None, purge_step: int | None = None) -> Any:
+    """A `SummaryWriter` on `log_dir`, or None when TensorBoard is off or (for None) not installed.
+
+    `purge_step` (a resumed run): TensorBoard hides what earlier event files logged at or after it.
+    """
     if wanted is False:
         return None
     if importlib.util.find_spec("tensorboard") is None:
@@ -180,7 +183,7 @@ def _open_summary_writer(log_dir: Path, wanted: bool | None) -> Any:
             raise _tensorboard_missing(str(exc)) from None
         log.warning("metrics.tensorboard_unavailable", reason=str(exc))
         return None
-    return SummaryWriter(log_dir=str(log_dir))
+    return SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
 
 def _tensorboard_missing(reason: str | None = None) -> BeyondAgentError:

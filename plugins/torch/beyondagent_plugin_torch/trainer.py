@@ -43,7 +43,7 @@ from beyondagent_plugin_torch.checkpoint import (
 )
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
-from beyondagent_plugin_torch.metrics_log import MetricsLog, read_metrics
+from beyondagent_plugin_torch.metrics_log import SAMPLES_FILE, MetricsLog, read_metrics, read_samples
 from beyondagent_plugin_torch.models import load_policy, resolve_device, resolve_dtype
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
@@ -145,7 +145,9 @@ class Trainer:
         log.info("train.started", steps=self.total_steps, start=self.start_step, device=str(self.device),
                  model=run.spec.model.path, tasks_per_epoch=len(self._epoch_cache[0]),
                  group_size=self.algorithm.group_size)
-        with MetricsLog(run.run_dir, tensorboard=config.tensorboard) as metrics_log, Progress(
+        # On resume, TensorBoard drops what an earlier process logged after the checkpoint (purge_step).
+        purge = self.start_step + 1 if self.start_step else None
+        with MetricsLog(run.run_dir, tensorboard=config.tensorboard, purge_step=purge) as metrics_log, Progress(
             TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[info]}"), transient=False,
         ) as progress:
@@ -325,6 +327,8 @@ class Trainer:
         # Steps after the checkpoint that a killed run had logged are run again: drop their lines.
         kept = [record for record in read_metrics(run_dir) if record["step"] <= checkpoint.step]
         write_jsonl(run_dir / "metrics.jsonl", kept)
+        if (run_dir / SAMPLES_FILE).is_file():
+            write_jsonl(run_dir / SAMPLES_FILE, [r for r in read_samples(run_dir) if r["step"] <= checkpoint.step])
         log.info("train.resumed", step=checkpoint.step, checkpoint=str(checkpoint.path))
         return checkpoint.step
 

@@ -124,6 +124,12 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(run_spec, te
     newest.write_bytes(newest.read_bytes()[:100])  # torn by a crash (or a full disk)
     resumed = run_spec(spec, "backend.total_steps=3", resume=True)
     assert [r["step"] for r in read_metrics(resumed.run_dir)] == [1, 2, 3]  # step 2 trained again from step 1
+    from collections import Counter
+
+    from beyondagent_plugin_torch.metrics_log import read_samples
+
+    per_step = Counter(record["step"] for record in read_samples(resumed.run_dir))
+    assert sorted(per_step) == [1, 2, 3] and len(set(per_step.values())) == 1  # step 2's samples once, not twice
     events = [json.loads(line) for line in (resumed.run_dir / "events.jsonl").read_text().splitlines()]
     damaged = next(e for e in events if e["event"] == "train.checkpoint_damaged")
     assert damaged["checkpoint"].endswith("step_000002")

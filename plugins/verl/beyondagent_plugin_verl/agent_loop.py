@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopMetrics,
+    AgentLoopOutput,
+    register,
+)
 
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.sources.parquet import row_to_task

@@ -44,20 +44,23 @@ SECRET_VAR = "BEYONDAGENT_VERL_SECRET_{}"
 METRICS_FILE = "metrics.jsonl"
 # What a failed verl run's log says, and what we tell the user (first match wins).
 CAUSES: tuple[tuple[str, str, str], ...] = (
-    (r"No CUDA GPUs are available|Found no NVIDIA driver|CUDA driver|torch\.cuda\.is_available\(\) is False|"
-     r"nvidia-smi", "verl could not use a CUDA GPU",
+    (r"No CUDA GPUs are available|Found no NVIDIA driver|torch\.cuda\.is_available\(\) is False",
+     "verl could not use a CUDA GPU",
      "verl's training needs NVIDIA GPUs (backend.gpus_per_node of them on each node); see docs/verl.md"),
     (r"CUDA out of memory|OutOfMemoryError", "a GPU ran out of memory",
-     "lower backend.micro_batch_size or backend.gpu_memory_utilization, or set "
-     "backend.verl.actor_rollout_ref.actor.fsdp_config.param_offload: true"),
-    (r"(?:Total available GPUs|resource.*(?:GPU|CPU)).*(?:less than|not enough|insufficient|cannot be satisfied)|"
-     r"placement group|Resources requested.*exceed", "Ray could not find the resources verl asked for",
+     ("lower backend.micro_batch_size or backend.gpu_memory_utilization, or set "
+      "backend.verl.actor_rollout_ref.actor.fsdp_config.param_offload: true")),
+    ((r"(?:Total available GPUs|resource.*(?:GPU|CPU)).*(?:less than|not enough|insufficient|cannot be satisfied)|"
+      r"Resources requested.*exceed"), "Ray could not find the resources verl asked for",
      "check backend.nodes and backend.gpus_per_node against `ray status` (or this machine's GPUs)"),
-    (r"ConnectionError.*ray|Could not connect to Ray|Failed to connect to GCS|ray\.init", "Ray did not start or "
-     "could not be reached", "for a cluster, set backend.ray_address (or RAY_ADDRESS) to the head node; see docs/verl.md"),
+    (r"Could not connect to Ray|Failed to connect to GCS|ConnectionError: .*[Rr]ay",
+     "Ray did not start or could not be reached",
+     "for a cluster, set backend.ray_address (or RAY_ADDRESS) to the head node; see docs/verl.md"),
     (r"Agent loop \S+ not registered", "verl did not find our agent loop in a worker",
      "rebuild verl's venv: beyondagent verl setup --rebuild"),
 )
+# Only the end of a failed run's log is searched for them (where the error is), not its warnings.
+FAILURE_TAIL_LINES = 300
 
 
 class VerlBackend:
@@ -272,7 +275,7 @@ def compose_error(answer: dict[str, Any], spec_path: Any) -> SpecError:
 def failure(log_path: Path, code: int) -> RunError:
     """A failed verl run, in one message: the cause found in its log, and where the log is."""
     try:
-        text = log_path.read_text(errors="replace")[-200_000:]
+        text = "\n".join(log_path.read_text(errors="replace").splitlines()[-FAILURE_TAIL_LINES:])
     except OSError:
         text = ""
     for pattern, cause, hint in CAUSES:

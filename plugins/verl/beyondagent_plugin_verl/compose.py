@@ -57,7 +57,7 @@ def _node_keys(cfg: Any, parent: str) -> list[str]:
     from omegaconf import DictConfig, OmegaConf
 
     node = OmegaConf.select(cfg, parent, default=None, throw_on_missing=False) if parent else cfg
-    return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []
+    return [str(k) for k in node.keys()] if isinstance(node, DictConfig) else []  # noqa: SIM118 - ??? keys too
 
 
 def _exists(cfg: Any, key: str) -> bool:
@@ -65,7 +65,7 @@ def _exists(cfg: Any, key: str) -> bool:
 
     node = cfg
     for part in key.split("."):
-        if not isinstance(node, DictConfig) or part not in node.keys():  # `in node` is False for ??? values
+        if not isinstance(node, DictConfig) or part not in node.keys():  # noqa: SIM118 - `in node` is False for ??? values
             return False
         node = node._get_node(part)
     return True

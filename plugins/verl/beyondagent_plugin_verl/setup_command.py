@@ -51,7 +51,6 @@ def run_setup(args: argparse.Namespace) -> int:
 def ensure(*, rebuild: bool = False, console: object | None = None):  # -> Venv
     """verl's venv, built first when missing (progress on `console`)."""
     from beyondagent_core.venvs import ensure_venv
-
     from beyondagent_plugin_verl.venv import recipe
 
     if console is None:

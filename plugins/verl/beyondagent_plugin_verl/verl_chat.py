@@ -13,10 +13,15 @@ No verl import here: `server_manager` is anything with that `generate` coroutine
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from beyondagent_core.runtime.tokens import ChatTemplate, ContextLengthExceeded, TokenSequence
+from beyondagent_core.runtime.tokens import (
+    ChatTemplate,
+    ContextLengthExceeded,
+    TokenSequence,
+)
 from beyondagent_core.types import Turn
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop")
@@ -82,4 +87,4 @@ class VerlChat:
         end = (ones[-1] + 1) if ones else start
         end = min(end, start + self.response_length)
         return (list(seq.input_ids[:start]), list(seq.input_ids[start:end]), list(seq.loss_mask[start:end]),
-                [0.0 if x != x else x for x in seq.logprobs[start:end]])
+                [0.0 if math.isnan(x) else x for x in seq.logprobs[start:end]])

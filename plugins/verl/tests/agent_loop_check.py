@@ -131,15 +131,15 @@ def main(work: Path, vllm_url: str, model_dir: str, mode: str | None) -> dict[st
 
 
 def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> dict[str, Any]:
-    from omegaconf import OmegaConf
-
-    from beyondagent_core.context import RunContext, RunInfo
-    from beyondagent_core.pipeline import load_tasks, prepare
-    from beyondagent_core.jsonl import BadRecords
-    from beyondagent_core.sources.parquet import write_parquet
     from beyondagent_plugin_verl.backend import VerlBackend
     from beyondagent_plugin_verl.compose import apply_overrides, compose_base, validate
     from beyondagent_plugin_verl.mapping import verl_overrides
+    from omegaconf import OmegaConf
+
+    from beyondagent_core.context import RunContext, RunInfo
+    from beyondagent_core.jsonl import BadRecords
+    from beyondagent_core.pipeline import load_tasks, prepare
+    from beyondagent_core.sources.parquet import write_parquet
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
@@ -162,13 +162,16 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
     validate(cfg)
     timings["compose_s"] = time.perf_counter() - started
 
+    from transformers import AutoTokenizer
     from verl import DataProto
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, _agent_loop_registry
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopWorker,
+        _agent_loop_registry,
+    )
     from verl.trainer.ppo import core_algos
     from verl.utils.dataset.rl_dataset import collate_fn, get_dataset_class
     from verl.workers.rollout.llm_server import LLMServerClient
     from verl.workers.rollout.router import get_router_handle
-    from transformers import AutoTokenizer
 
     registered_by_entry_point = _agent_loop_registry.get("beyondagent", {}).get("_target_")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -194,7 +197,7 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
 
     scores = output.batch["rm_scores"]
     response_mask = output.batch["response_mask"]
-    advantages, returns = core_algos.compute_grpo_outcome_advantage(
+    advantages, _returns = core_algos.compute_grpo_outcome_advantage(
         token_level_rewards=scores, response_mask=response_mask, index=output.non_tensor_batch["uid"],
         norm_adv_by_std_in_grpo=cfg.algorithm.norm_adv_by_std_in_grpo)
     prompt_width = output.batch["prompts"].shape[1]
@@ -217,7 +220,10 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
         })
     ray.shutdown()
     # the V1 trainer's transfer-queue path stores each output as `as_dict()` + the row: our fields fit
-    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopMetrics,
+        AgentLoopOutput,
+    )
     from verl.trainer.ppo.v1.agent_loop_tq import list_of_dict_to_tensordict
 
     fields = []

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from beyondagent_plugin_verl import metrics as metric_map
+from beyondagent_plugin_verl.data import write_run_data
 
 from beyondagent_core.context import TrainingData
 from beyondagent_core.sources.parquet import read_parquet
 from beyondagent_core.types import Task
-from beyondagent_plugin_verl import metrics as metric_map
-from beyondagent_plugin_verl.data import write_run_data
 
 
 class ReversingMixer:

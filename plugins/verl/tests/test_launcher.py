@@ -13,16 +13,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
 import pyarrow.parquet as pq
 import pytest
 import yaml
-
-from beyondagent_core.errors import RunError
 from beyondagent_plugin_verl.backend import VerlBackend, _MetricsReader, failure
 from beyondagent_plugin_verl.config import VerlConfig
+
+from beyondagent_core.errors import RunError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,7 +42,7 @@ def test_a_cpu_run_writes_everything_then_says_training_needs_gpus(verl_venv: An
                                                                    tmp_path: Path) -> None:
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(small_spec(tmp_path))], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900, check=False)
     print(f"beyondagent run (verl, CPU) to its GPU check: {time.monotonic() - started:.1f} s")
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "verl's trainer needs 1 GPU(s) on this node (backend.gpus_per_node) but torch in verl's venv sees 0" \
@@ -60,26 +61,20 @@ def test_a_cpu_run_writes_everything_then_says_training_needs_gpus(verl_venv: An
 def test_a_verl_failure_is_one_error_naming_the_log(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
     """verl's real trainer in its venv, on a config its validator rejects: exit 1, our RunError."""
     proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(small_spec(tmp_path)),
-                           "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                           "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     config_path = tmp_path / "runs" / "verl_frozenlake" / "verl" / "verl_config.yaml"
     config = yaml.safe_load(config_path.read_text())
     config["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"] = 64  # > train_batch_size: verl refuses
     config_path.write_text(yaml.safe_dump(config))
 
-    class Run:
-        run_dir = tmp_path / "runs" / "verl_frozenlake"
-        resume = False
+    def no_step(step: int, metrics: dict[str, Any]) -> None:
+        raise AssertionError("no step can finish")
 
-        class spec:  # noqa: N801 - what _secret_env reads
-            secrets: set[str] = set()
-            resolved: dict[str, Any] = {}
-
-        def step_finished(self, step: int, metrics: dict[str, Any]) -> None:
-            raise AssertionError("no step can finish")
-
+    run = SimpleNamespace(run_dir=tmp_path / "runs" / "verl_frozenlake", resume=False, step_finished=no_step,
+                          spec=SimpleNamespace(secrets=set(), resolved={}))  # what _launch reads of a RunContext
     with pytest.raises(RunError) as caught:
-        VerlBackend(VerlConfig())._launch(Run(), config_path, verl_venv, steps=1)
+        VerlBackend(VerlConfig())._launch(run, config_path, verl_venv, steps=1)
     error = caught.value
     assert error.message.startswith("verl stopped (exit 1): ")
     assert "ppo_mini_batch_size" in error.message
@@ -109,10 +104,11 @@ def test_the_metrics_reader_takes_only_complete_lines(tmp_path: Path) -> None:
 
 
 def test_resume_refuses_changed_learning_settings(tmp_path: Path) -> None:
+    from beyondagent_plugin_verl.backend import check_resume
+
     from beyondagent_core.errors import SpecError
     from beyondagent_core.pipeline import prepare
     from beyondagent_core.plugins import PluginManager, Switches
-    from beyondagent_plugin_verl.backend import check_resume
 
     spec = prepare(small_spec(tmp_path), manager=PluginManager(Switches(autoload=True))).spec
 

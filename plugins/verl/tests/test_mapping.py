@@ -11,11 +11,16 @@ from typing import Any
 
 import pytest
 import yaml
+from beyondagent_plugin_verl.mapping import (
+    AGENT_NAME,
+    RunFiles,
+    flatten,
+    verl_overrides,
+)
 
 from beyondagent_core.errors import SpecError
 from beyondagent_core.pipeline import prepare
 from beyondagent_core.plugins import PluginManager, Switches
-from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, flatten, verl_overrides
 
 ROOT = Path(__file__).resolve().parents[3]
 

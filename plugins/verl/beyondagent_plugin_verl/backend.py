@@ -71,8 +71,9 @@ class VerlBackend:
 
     def describe(self, run: RunContext) -> str:
         """Compose and validate verl's config for this spec; write it and return it as text."""
-        files = self._files(run, train_files=(str(run.run_dir / VERL_DIR / "data" / "train.parquet"),),
-                            val_files=(str(run.run_dir / VERL_DIR / "data" / "val.parquet"),)
+        data_dir = run.run_dir.resolve() / VERL_DIR / "data"
+        files = self._files(run, train_files=(str(data_dir / "train.parquet"),),
+                            val_files=(str(data_dir / "val.parquet"),)
                             if run.spec.component("tasks.val") and run.spec.component("tasks.val").name else ())
         venv = self._venv()
         composed = self._compose(run, files, venv)
@@ -92,7 +93,7 @@ class VerlBackend:
 
         config = self.config
         venv = self._venv()
-        verl_dir = run.run_dir / VERL_DIR
+        verl_dir = run.run_dir.resolve() / VERL_DIR  # absolute: verl's workers run elsewhere
         try:
             written = write_run_data(data, verl_dir / "data", epochs=config.epochs, total_steps=config.total_steps,
                                      batch_size=config.batch_size)
@@ -182,14 +183,15 @@ class VerlBackend:
         return ensure()
 
     def _files(self, run: RunContext, *, train_files: tuple[str, ...], val_files: tuple[str, ...]) -> RunFiles:
-        verl_dir = run.run_dir / VERL_DIR
+        run_dir = run.run_dir.resolve()  # every path verl sees is absolute: its workers have other cwds
+        verl_dir = run_dir / VERL_DIR
         verl_dir.mkdir(parents=True, exist_ok=True)
-        files = RunFiles(run_dir=run.run_dir, train_files=train_files, val_files=val_files,
+        files = RunFiles(run_dir=run_dir, train_files=train_files, val_files=val_files,
                          agent_loop_config=verl_dir / "agent_loop.yaml")
         spec_path = verl_dir / "spec.yaml"
         spec_path.write_text(yaml.safe_dump(_worker_spec(run), sort_keys=False, allow_unicode=True))
         loop = [{"name": AGENT_NAME, "_target_": "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop",
-                 "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run.run_dir),
+                 "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run_dir),
                  "max_new_tokens": self.config.max_new_tokens}]
         files.agent_loop_config.write_text(yaml.safe_dump(loop, sort_keys=False))
         return files

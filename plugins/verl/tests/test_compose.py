@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def dry_run(tmp_path: Path, backend: dict[str, Any] | None = None) -> subprocess.CompletedProcess:
     data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
-    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["run"]["output_dir"] = "runs"  # relative, as in the examples: verl must still get absolute paths
     data["backend"].update(backend or {})
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(data))
-    return subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(spec), "--dry-run"], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(spec), "--dry-run"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=900, check=False)
 
 

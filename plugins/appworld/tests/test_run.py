@@ -44,3 +44,20 @@ def test_one_grpo_step_with_the_tiny_model(run_spec: Any, world_root: Path, appw
         assert "the answer given to complete_task is the right one" in [f["requirement"]
                                                                          for f in reward["details"]["failed"]]
         assert trajectory["turns"][0]["role"] == "system" and "show_api_descriptions" in trajectory["turns"][0]["content"]
+
+
+@pytest.mark.beyondagent_plugins("appworld", "torch", "mixers", "random_explorer")
+def test_the_example_spec_plans_on_a_generated_world(plugin_manager: Any, world_root: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from beyondagent_core import pipeline
+
+    monkeypatch.setenv("APPWORLD_ROOT", str(world_root))
+    monkeypatch.setenv("OPENAI_API_KEY", "unused: nothing is explored in a plan")
+    example = Path(__file__).resolve().parents[3] / "examples" / "appworld.yaml"
+    session = pipeline.prepare(example, [], manager=plugin_manager)
+    plan = pipeline.plan(session)
+    spec = session.spec
+    assert spec.component("env").name == "appworld" and spec.component("workflow").name == "appworld_react"
+    assert spec.algorithm.group_size == 8
+    assert plan.original == 4 and plan.val == 1  # the generated world: train 4, dev 1
+    assert plan.synthetic is None and "to be explored: 4 seeds x 2" in plan.synthetic_source

@@ -178,9 +178,14 @@ class VerlBackend:
     # --- pieces ---------------------------------------------------------------------------
 
     def _venv(self) -> Any:
+        """verl's venv; the first time it is built (minutes), with its steps shown on stderr."""
+        from rich.console import Console
+
         from beyondagent_plugin_verl.setup_command import ensure
 
-        return ensure()
+        venv = ensure(console=Console(stderr=True, highlight=False))
+        log.info("verl.venv", path=str(venv.path), built_in_s=venv.info().get("seconds"))
+        return venv
 
     def _files(self, run: RunContext, *, train_files: tuple[str, ...], val_files: tuple[str, ...]) -> RunFiles:
         run_dir = run.run_dir.resolve()  # every path verl sees is absolute: its workers have other cwds

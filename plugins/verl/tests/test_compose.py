@@ -73,3 +73,13 @@ def test_verl_validator_rejections_come_back_as_errors(verl_venv: Any, tiny_mode
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "validate_config rejected the config" in proc.stderr and "ppo_mini_batch_size" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_verl_setup_reports_the_venv_and_the_registered_agent_loop(verl_venv: Any) -> None:
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "verl", "setup"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = " ".join(proc.stderr.split())  # rich wraps lines
+    assert f"verl venv: ready at {verl_venv.path}" in out
+    assert "verl 0.9.1" in out and "transformers 5.10" in out and "ray " in out
+    assert "agent loop `beyondagent`: registered (beyondagent_plugin_verl.agent_loop.BeyondAgentLoop)" in out

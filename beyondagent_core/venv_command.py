@@ -54,6 +54,7 @@ def run_venv_command(args: argparse.Namespace) -> int:
 
 def _build(registry: object, name: str, *, rebuild: bool) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     from beyondagent_core.venvs import ensure_venv, locate, registered_recipe
 
@@ -62,17 +63,19 @@ def _build(registry: object, name: str, *, rebuild: bool) -> None:
     if locate(recipe).ready and not rebuild:
         venv = locate(recipe)
         console.print(f"venv {name}: ready at {venv.path} (built in {venv.info().get('seconds', '?')} s)",
-                      highlight=False)
+                      highlight=False, markup=False)
         return
     started = time.monotonic()
     with console.status(f"venv {name}: building") as status:
         venv = ensure_venv(recipe, rebuild=rebuild,
-                           progress=lambda step: status.update(f"venv {name}: {step}"))
-    console.print(f"venv {name}: built in {time.monotonic() - started:.0f} s at {venv.path}", highlight=False)
+                           progress=lambda step: status.update(escape(f"venv {name}: {step}")))
+    # pip arguments like `verl[verl-core]` are text, not rich markup
+    console.print(f"venv {name}: built in {time.monotonic() - started:.0f} s at {venv.path}", highlight=False,
+                  markup=False)
     for line in venv.info().get("steps", []):
-        console.print(f"  {line['seconds']:>7.1f} s  {line['step']}", highlight=False)
+        console.print(f"  {line['seconds']:>7.1f} s  {line['step']}", highlight=False, markup=False)
     if venv.info().get("check"):
-        console.print(f"  check: {venv.info()['check']}", highlight=False)
+        console.print(f"  check: {venv.info()['check']}", highlight=False, markup=False)
 
 
 def _list(registry: object, *, as_json: bool) -> int:
@@ -89,6 +92,7 @@ def _list(registry: object, *, as_json: bool) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="plugin venvs")
@@ -96,6 +100,6 @@ def _list(registry: object, *, as_json: bool) -> int:
         table.add_column(column, overflow="fold")
     for row in rows:
         state = f"[green]ready[/] ({row['seconds']} s)" if row["ready"] else "[yellow]not built[/]"
-        table.add_row(row["name"], row["provider"], state, row["path"])
+        table.add_row(escape(row["name"]), escape(row["provider"]), state, escape(row["path"]))
     Console().print(table)
     return 0

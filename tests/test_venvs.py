@@ -122,7 +122,7 @@ from beyondagent_core import CommandSpec, VenvSpec, hookimpl
 from beyondagent_core.venvs import VenvRecipe
 
 def recipe():
-    return VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(),
+    return VenvRecipe(name="six-test", steps=[["six[unused-extra]==1.16.0"]], local=(),
                       check="import six; print('six', six.__version__)")
 
 def add_hello(parser):
@@ -166,7 +166,7 @@ def test_venv_cli_lists_builds_and_locates(cli, make_dist, venv_cache: Path) -> 
     assert row["name"] == "six-test" and row["ready"] is False and "beyondagent-plugin-sixer 1.0.0" in row["provider"]
     built = cli("venv", "build", "--all", env=env)
     assert built.code == 0, built.text
-    assert "venv six-test: built in" in built.err and "pip install six==1.16.0" in built.err
+    assert "venv six-test: built in" in built.err and "pip install six[unused-extra]==1.16.0" in built.err
     assert "check: six 1.16.0" in built.err
     again = cli("venv", "build", "six-test", env=env)
     assert "venv six-test: ready at" in again.err

@@ -12,6 +12,7 @@ TRAIN_REWARD_STD = "train/reward_std"
 TRAIN_SUCCESS_RATE = "train/success_rate"
 TRAIN_RESPONSE_LENGTH = "train/response_length"  # mean generated tokens per episode
 TRAIN_TURNS = "train/turns"  # mean turns per episode
+TRAIN_FLAT_GROUPS = "train/flat_groups"  # share of groups whose rewards are all equal: zero advantage, no signal
 # Only when the batch holds synthetic tasks (exploration): per origin.
 TRAIN_SYNTHETIC_FRACTION = "train/synthetic_fraction"
 TRAIN_SUCCESS_RATE_ORIGINAL = "train/success_rate_original"

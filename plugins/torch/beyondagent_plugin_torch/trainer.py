@@ -33,7 +33,7 @@ from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
-from beyondagent_plugin_torch import grpo
+from beyondagent_plugin_torch import grpo, metric_names
 from beyondagent_plugin_torch.checkpoint import (
     check_resumable,
     checkpoints,
@@ -95,6 +95,7 @@ class Trainer:
         self.config, self.data, self.run, self.algorithm = config, data, run, spec.algorithm
         self.runner = run.episode_runner()  # env, workflow and judge fail here, before the model loads
         self.spec_snapshot = spec_snapshot(spec)
+        self._warned_flat_groups = False
         first_epoch = data.epoch_tasks(0)
         if not first_epoch:
             raise RunError("there are no training tasks", where=f"{spec.path}, key tasks.train",
@@ -186,6 +187,7 @@ class Trainer:
         scores = torch.tensor([episode.score for episode in episodes], dtype=torch.float32)
         advantages = grpo.group_advantages(scores, [episode.group for episode in episodes],
                                            norm_by_std=self.algorithm.norm_adv_by_std)
+        flat_groups = self.count_flat_groups(step, episodes)
         trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
         if not trainable:
             first = next((e.trajectory.error for e in episodes if e.trajectory.error), "no tokens were generated")
@@ -207,6 +209,7 @@ class Trainer:
         return {
             "epoch": epoch,
             **episode_metrics("train", episodes),
+            metric_names.TRAIN_FLAT_GROUPS: flat_groups,
             **actor,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
             "perf/tokens_per_s": generated / max(rollout_seconds, 1e-9),
@@ -250,6 +253,24 @@ class Trainer:
         return epoch, batch
 
     # --- outputs --------------------------------------------------------------------------
+
+    def count_flat_groups(self, step: int, episodes: list[Episode]) -> float:
+        """The share of groups whose rewards are all equal (zero advantage: nothing to learn there).
+
+        Warned about once per run: every group flat for a step means the reward gives no signal
+        (all fail, or all succeed) and that step trains nothing.
+        """
+        groups: dict[Any, set[float]] = {}
+        for episode in episodes:
+            groups.setdefault(episode.group, set()).add(episode.score)
+        flat = sum(1 for scores in groups.values() if len(scores) == 1)
+        if flat and not self._warned_flat_groups:
+            self._warned_flat_groups = True
+            log.warning("train.flat_groups", step=step, flat=flat, groups=len(groups),
+                        hint="groups whose rollouts all score the same get advantage 0; if this persists, the "
+                             "tasks are too hard or too easy for the policy, or the reward gives no partial credit "
+                             f"(the share per step is {metric_names.TRAIN_FLAT_GROUPS} in metrics.jsonl)")
+        return flat / max(len(groups), 1)
 
     def record_failures(self, step: int, episodes: list[Episode]) -> None:
         failed = [episode.trajectory for episode in episodes if episode.trajectory.error]

@@ -107,6 +107,8 @@ def test_a_workflow_raising_inside_an_episode(run_spec, test_envs, register_plug
     assert trajectory["reward"]["score"] == 0.0
     events = (result.run_dir / "events.jsonl").read_text()
     assert '"train.episode_errors"' in events and '"stage.failures_below_threshold"' in events
+    # The two failed tasks' groups all scored 0: no learning signal there, said once per run.
+    assert step["train/flat_groups"] >= 2 / 8 and events.count('"train.flat_groups"') == 1
     # Past the step's threshold the run stops, the causes grouped.
     with pytest.raises(RunError) as caught:
         run_spec(spec, "backend.max_failed_fraction=0.1")

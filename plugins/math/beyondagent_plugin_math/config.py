@@ -119,12 +119,18 @@ class MathCotConfig:
 
 @attrs.define
 class SandboxConfig:
-    """Limits of the Python tool's sandbox (see `sandbox.py` for what is and is not isolated).
+    """Limits of the Python tool's sandbox (see `sandbox.py` and docs/security.md for what is isolated).
 
     `timeout`: wall-clock seconds per run; `cpu_seconds`: CPU time (RLIMIT_CPU); `memory_mb`:
-    address space (RLIMIT_AS); `max_processes`: RLIMIT_NPROC (not enforced for root);
-    `max_file_mb`: largest file it may write, its output included (RLIMIT_FSIZE); `max_output_chars`:
-    what the model is shown of stdout and stderr; `max_concurrent`: sandboxes running at once.
+    address space per process (RLIMIT_AS); `max_processes`: processes and threads per run
+    (RLIMIT_NPROC, counted in the run's own user namespace); `max_file_mb`: largest file it may
+    write, its output included (RLIMIT_FSIZE); `max_open_files`: RLIMIT_NOFILE; `max_disk_mb`:
+    size of its working directory (a tmpfs, the only writable place); `max_output_chars`: what
+    the model is shown of stdout and stderr; `max_concurrent`: sandboxes running at once.
+
+    `unsafe_local`: run code WITHOUT OS isolation (a guarded subprocess as the trainer's user,
+    with its network and files) where isolation is unavailable. Off by default: without
+    isolation the tool refuses to start. Only for trusted models.
     """
 
     timeout: float = attrs.field(default=10.0, validator=_positive)
@@ -132,8 +138,11 @@ class SandboxConfig:
     memory_mb: int = attrs.field(default=1024, validator=_at_least(64))
     max_processes: int = attrs.field(default=16, validator=_at_least(1))
     max_file_mb: int = attrs.field(default=16, validator=_at_least(1))
+    max_open_files: int = attrs.field(default=64, validator=_at_least(16))
+    max_disk_mb: int = attrs.field(default=64, validator=_at_least(1))
     max_output_chars: int = attrs.field(default=2000, validator=_at_least(64))
     max_concurrent: int = attrs.field(default=4, validator=_at_least(1))
+    unsafe_local: bool = False
 
 
 @attrs.define

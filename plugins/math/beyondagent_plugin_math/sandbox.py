@@ -1,31 +1,40 @@
-"""The Python tool's sandbox: run untrusted model code in a limited subprocess, never raise.
+"""The Python tool's sandbox: run untrusted model code in an isolated process, never raise.
 
-`PythonSandbox(config).run(code) -> ToolResult`. Each run:
+`PythonSandbox(config).run(code) -> ToolResult`. Each run is a fresh `python -I` process
+(`jail.py`) in its own session, in a new temporary directory removed afterwards, with a minimal
+environment (none of the trainer's variables: no keys, no proxies, no PYTHONPATH). On Linux,
+where user namespaces are allowed, the code runs isolated (see `jail.py` and docs/security.md):
 
-- is a fresh `python -I` process (isolated mode: no PYTHONPATH, no user site, cwd not on the path)
-  in its own process group, in a new temporary directory that is removed afterwards, with a
-  minimal environment (no proxies, no credentials from ours, HOME and TMPDIR in that directory);
-- has a wall-clock `timeout`; past it the whole process group is killed (SIGKILL), so
-  children and infinite loops die too; the group is also killed after a normal exit;
-- sets, before the model's code starts, RLIMIT_AS (`memory_mb`), RLIMIT_CPU (`cpu_seconds`),
-  RLIMIT_FSIZE (`max_file_mb`: its stdout/stderr are files, so a flood of output stops there),
-  RLIMIT_NPROC (`max_processes`) and RLIMIT_CORE 0;
-- installs an audit hook (which code cannot remove) that refuses to create sockets and to
-  start processes (`os.fork`, `os.system`, `subprocess`, `os.exec*`, `os.spawn*`, `posix_spawn`,
-  `pty.spawn`): no network, and a fork bomb ends at its first fork;
-- returns at most `max_output_chars` of stdout (its start) and of stderr (its end, where a
-  traceback names the error); what is cut is said so.
+- as an unprivileged user: a new user namespace whose root is, outside it, uid 65534 (nobody)
+  when the trainer is root, else the trainer's own uid; every capability dropped, no_new_privs;
+- in a new PID namespace (it is PID 1; it cannot see or signal any process outside, `kill(-1)`
+  reaches only its own), a new network namespace (no interface but a down loopback), new IPC
+  and UTS namespaces, and a mount namespace where the whole tree is read-only, /tmp /var/tmp
+  /run /dev/shm are empty, /proc shows only its own processes, and the working directory is a
+  tmpfs of `max_disk_mb` (the only writable place);
+- with RLIMIT_AS (`memory_mb`), RLIMIT_CPU (`cpu_seconds`), RLIMIT_FSIZE (`max_file_mb`: its
+  stdout/stderr are files, so a flood of output stops there), RLIMIT_NPROC (`max_processes`,
+  counted per sandbox and enforced even for root, since the code is not root outside),
+  RLIMIT_NOFILE (`max_open_files`), RLIMIT_CORE 0;
+- past the wall-clock `timeout` the launcher's process group is killed; the namespace's PID 1
+  dies with it, and with PID 1 the kernel kills every process of the namespace (`setsid` or a
+  double fork does not survive). The same happens when the code exits.
 
-What is NOT isolated (this is a guard against accidents and a confused model, not a security
-boundary against a determined attacker): the code runs as our user and can read any file we can
-read and write where we can (the FSIZE limit caps each file's size, not their number); `ctypes`
-can call libc directly and so get around the audit hook (sockets included); RLIMIT_NPROC is
-per user and not enforced for root. For hostile code, run the trainer in a container or VM
-(or point the tool at a jail such as nsjail/firejail).
+**Fail closed**: when isolation is not available (not Linux, user namespaces disabled, a
+container that forbids them), `PythonSandbox(config)` raises `SandboxUnavailable` naming the
+opt-out, `unsafe_local: true` in the tool's sandbox config: then code runs in the old guarded
+subprocess (same limits and audit hook, no namespaces, a warning logged at every start).
+
+An audit hook (refusing sockets and process creation with a clear message) is installed in both
+modes; it is a courtesy for the common cases, not the boundary (ctypes gets around it).
+
+Returns at most `max_output_chars` of stdout (its start) and of stderr (its end, where a
+traceback names the error); what is cut is said so.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -35,57 +44,25 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import structlog
 
 from beyondagent_plugin_math.config import SandboxConfig
+from beyondagent_plugin_math.jail import UNAVAILABLE_EXIT, UNAVAILABLE_MARK
 
 log = structlog.get_logger("beyondagent.math.sandbox")
 
 CODE_FILE = "main.py"
+JAIL = Path(__file__).with_name("jail.py")
+NOBODY = 65534
+UNSAFE_HINT = ("set `unsafe_local: true` in the tool's sandbox config (`workflow.sandbox.unsafe_local`) to run "
+               "model code in a guarded subprocess WITHOUT isolation (trusted models only); see docs/security.md")
 
-# Runs first in the child: limits, the audit hook, then the model's code as __main__.
-PRELUDE = r"""
-import resource, sys
-def _limit(name, value):
-    try:
-        resource.setrlimit(getattr(resource, name), (value, value))
-    except (ValueError, OSError, AttributeError):
-        pass
-_MB = 1024 * 1024
-_limit("RLIMIT_AS", {memory_mb} * _MB)
-_limit("RLIMIT_CPU", {cpu_seconds})
-_limit("RLIMIT_FSIZE", {max_file_mb} * _MB)
-_limit("RLIMIT_NPROC", {max_processes})
-_limit("RLIMIT_CORE", 0)
 
-_BLOCKED = ("socket.", "os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn", "os.posix_spawn",
-            "subprocess.Popen", "pty.spawn", "os.startfile")
-def _audit(event, args):
-    if event.startswith(_BLOCKED):
-        raise PermissionError(f"the sandbox does not allow {{event}}")
-sys.addaudithook(_audit)
-
-import traceback
-with open({code_file!r}, encoding="utf-8") as _f:
-    _source = _f.read()
-try:
-    _code = compile(_source, "<code>", "exec")
-except SyntaxError:
-    traceback.print_exc(limit=0)
-    sys.exit(1)
-_globals = {{"__name__": "__main__", "__builtins__": __builtins__}}
-del _f, _source, _limit, _audit
-try:
-    exec(_code, _globals)
-except SystemExit:
-    raise
-except BaseException as _exc:
-    _tb = _exc.__traceback__.tb_next if _exc.__traceback__ is not None else None
-    traceback.print_exception(type(_exc), _exc, _tb)
-    sys.exit(1)
-"""
+class SandboxUnavailable(RuntimeError):
+    """Isolation cannot be had on this machine and the spec did not opt into `unsafe_local`."""
 
 
 @attrs.frozen
@@ -123,11 +100,25 @@ class ToolResult:
 
 
 class PythonSandbox:
-    """Runs code with the limits of a `SandboxConfig`; thread-safe, at most `max_concurrent` at once."""
+    """Runs code with the limits of a `SandboxConfig`; thread-safe, at most `max_concurrent` at once.
+
+    Raises `SandboxUnavailable` when isolation cannot be had here and `unsafe_local` is off.
+    """
 
     def __init__(self, config: SandboxConfig | None = None):
         self.config = config or SandboxConfig()
         self._slots = threading.BoundedSemaphore(self.config.max_concurrent)
+        self.isolated = not self.config.unsafe_local
+        if self.isolated:
+            reason = isolation_unavailable()
+            if reason is not None:
+                raise SandboxUnavailable(f"the math tool's sandbox cannot isolate model code here ({reason}); "
+                                         f"refusing to run it. Run the trainer where Linux user namespaces are "
+                                         f"allowed, or {UNSAFE_HINT}")
+        else:
+            log.warning("math.sandbox.UNSAFE_LOCAL",
+                        message="unsafe_local: true - model code runs WITHOUT isolation (as the trainer's user, "
+                                "with its network and files); use it only for trusted models")
 
     def run(self, code: str) -> ToolResult:
         """Run `code`; never raises (a failure of the sandbox itself comes back in `error`)."""
@@ -146,14 +137,17 @@ class PythonSandbox:
         workdir = root / "work"  # the code's cwd; its output files live beside it, out of its sight
         try:
             workdir.mkdir()
-            (workdir / CODE_FILE).write_text(code, encoding="utf-8", errors="replace")
-            prelude = PRELUDE.format(memory_mb=config.memory_mb, cpu_seconds=config.cpu_seconds,
-                                     max_file_mb=config.max_file_mb, max_processes=config.max_processes,
-                                     code_file=CODE_FILE)
+            code_path = workdir / CODE_FILE if not self.isolated else root / CODE_FILE
+            code_path.write_text(code, encoding="utf-8", errors="replace")
+            settings = _settings(config, workdir, code_path, isolate=self.isolated)
+            (root / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+            if self.isolated:
+                os.chmod(root, 0o711)  # the sandbox's user must pass through to mount over `work`
             with open(root / "stdout", "wb") as out, open(root / "stderr", "wb") as err:
                 process = subprocess.Popen(
-                    [sys.executable, "-I", "-c", prelude], cwd=workdir, env=_environment(workdir),
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True, close_fds=True)
+                    [sys.executable, "-I", str(JAIL), str(root / "settings.json")], cwd=workdir,
+                    env=_environment(workdir), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True, close_fds=True)
                 timed_out = False
                 try:
                     process.wait(timeout=config.timeout)
@@ -163,10 +157,50 @@ class PythonSandbox:
                     _kill_group(process)
             stdout, cut_out = _read_head(root / "stdout", config.max_output_chars)
             stderr, cut_err = _read_tail(root / "stderr", config.max_output_chars)  # a traceback ends in its error
+            if process.returncode == UNAVAILABLE_EXIT and UNAVAILABLE_MARK in stderr:
+                reason = stderr.split(UNAVAILABLE_MARK, 1)[1].strip().splitlines()[0]
+                log.error("math.sandbox.isolation_failed", reason=reason)
+                return ToolResult(exit_code=None, error=f"isolation failed, the code was not run ({reason})")
             return ToolResult(stdout=stdout, stderr=stderr, exit_code=None if timed_out else process.returncode,
                               timed_out=timed_out, truncated=cut_out or cut_err)
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _settings(config: SandboxConfig, workdir: Path, code_path: Path, *, isolate: bool) -> dict[str, Any]:
+    uid, gid = (NOBODY, NOBODY) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    return {"isolate": isolate, "uid": uid, "gid": gid, "workdir": str(workdir), "code_path": str(code_path),
+            "code_file_name": CODE_FILE, "memory_mb": config.memory_mb, "cpu_seconds": config.cpu_seconds,
+            "max_file_mb": config.max_file_mb, "max_processes": config.max_processes,
+            "max_open_files": config.max_open_files, "disk_mb": config.max_disk_mb}
+
+
+_PROBE = "import os\nassert os.getpid() == 1, os.getpid()\nprint('isolated')"
+_probe_lock = threading.Lock()
+_probe_results: dict[str, str | None] = {}
+
+
+def isolation_unavailable() -> str | None:
+    """None when this machine can isolate the sandbox, else why not. Tried once per interpreter path."""
+    if not sys.platform.startswith("linux"):
+        return f"isolation needs Linux namespaces; this is {sys.platform}"
+    with _probe_lock:
+        if sys.executable not in _probe_results:
+            _probe_results[sys.executable] = _probe()
+        return _probe_results[sys.executable]
+
+
+def _probe() -> str | None:
+    sandbox = object.__new__(PythonSandbox)  # not __init__: that is what asks us
+    sandbox.config = SandboxConfig(timeout=30.0, max_output_chars=2000)
+    sandbox._slots = threading.BoundedSemaphore(1)
+    sandbox.isolated = True
+    result = sandbox.run(_PROBE)
+    if result.ok and result.stdout.strip() == "isolated":
+        return None
+    if result.error:
+        return result.error
+    return f"a test run failed (exit {result.exit_code}): {(result.stderr or result.stdout).strip()[-300:]}"
 
 
 def _environment(workdir: Path) -> dict[str, str]:

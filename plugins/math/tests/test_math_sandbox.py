@@ -113,9 +113,10 @@ def test_exit_status_and_no_output_are_reported(sandbox: PythonSandbox) -> None:
     assert "no output" in sandbox.run("x = 1").observation()
 
 
-def test_a_sandbox_that_cannot_start_reports_instead_of_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_sandbox_that_cannot_start_reports_instead_of_raising(sandbox: PythonSandbox,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("beyondagent_plugin_math.sandbox.sys.executable", "/nonexistent/python")
-    result = PythonSandbox().run("print(1)")
+    result = sandbox.run("print(1)")
     assert result.error and "FileNotFoundError" in result.error and not result.ok
     assert "could not be run" in result.observation()
 

@@ -104,7 +104,10 @@ def _reraise_status(status):
     """Exit like the child did: its exit code, or killed by its signal."""
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # SIGKILL and SIGSTOP need no reset
+            pass
         os.kill(os.getpid(), sig)
         os._exit(128 + sig)  # pragma: no cover - the signal ends us first
     os._exit(os.waitstatus_to_exitcode(status))

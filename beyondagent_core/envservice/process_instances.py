@@ -139,6 +139,7 @@ class Worker:
             status, value, remote = self.conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             self.dead = True
+            self.process.join(timeout=2)  # the pipe closes a moment before the exit code is there
             code = self.process.exitcode
             raise WorkerDied(f"the worker process {self.pid} hosting this env exited"
                              + (f" with code {code}" if code is not None else "")) from None

@@ -9,18 +9,14 @@ imports `appworld`.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from appworld_testkit import CALL_TIMEOUT, LoopThread
 
 pytest_plugins = ["beyondagent_core.testing"]
-
-# Short enough that the hung-cell test is quick, long enough for a reset on a busy 2-core machine.
-CALL_TIMEOUT = 20
 
 
 @pytest.fixture(scope="session")
@@ -43,30 +39,15 @@ def world_root(tmp_path_factory: pytest.TempPathFactory, appworld_venv: Any) -> 
 @pytest.fixture(scope="session")
 def server(world_root: Path, appworld_venv: Any) -> Iterator[Any]:
     """`beyondagent env serve --env appworld` in the AppWorld venv, with the plugin's serve args."""
-    from beyondagent_core.envservice.launch import LaunchedServer
     from beyondagent_plugin_appworld import SERVE_ARGS
+
+    from beyondagent_core.envservice.launch import LaunchedServer
 
     args = [*SERVE_ARGS, "--call-timeout", str(CALL_TIMEOUT)]  # the later flag wins
     launched = LaunchedServer.start("appworld", {"root": str(world_root)}, args=args,
                                     python=str(appworld_venv.python), timeout=180)
     yield launched
     launched.stop()
-
-
-class LoopThread:
-    """One event loop on a thread, so synchronous code (the env contract suite) can use the async client."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="appworld-tests-loop")
-        self.thread.start()
-
-    def run(self, coroutine: Any, timeout: float = 300) -> Any:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

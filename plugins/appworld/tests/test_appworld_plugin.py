@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from beyondagent_core.jsonl import BadRecords
-from beyondagent_core.registry import Registry
-from beyondagent_core.spec import select_component
 from beyondagent_plugin_appworld import SERVE_ARGS
 from beyondagent_plugin_appworld.config import AppWorldConfig, AppWorldTasksConfig, MissingData
 from beyondagent_plugin_appworld.env import extract_code, task_message, truncate
 from beyondagent_plugin_appworld.tasks import AppWorldTasks
 from beyondagent_plugin_appworld.venv import appworld_recipe
+
+from beyondagent_core.jsonl import BadRecords
+from beyondagent_core.registry import Registry
+from beyondagent_core.spec import select_component
 
 pytestmark = pytest.mark.beyondagent_plugins("appworld")
 

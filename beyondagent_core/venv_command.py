@@ -3,9 +3,11 @@
     beyondagent venv list [--json]
     beyondagent venv build [NAME ...] [--all] [--rebuild]
     beyondagent venv path NAME
+    beyondagent venv prune [--dry-run]
 
 `build` prints how long each build took (CI logs show it); a venv that is already built is
-reused and says so.
+reused and says so. `prune` removes the cached venvs of registered names that no recipe uses
+any more (an older key: a changed recipe, an upgraded plugin), a few GB each for verl.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def add_venv_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     build.add_argument("--rebuild", action="store_true", help="build again from scratch")
     path = actions.add_parser("path", parents=[common], help="print a venv's directory (built or not)")
     path.add_argument("name")
+    prune = actions.add_parser("prune", parents=[common], help="remove cached venvs no registered recipe uses now")
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
 
 
 def run_venv_command(args: argparse.Namespace) -> int:
@@ -43,6 +47,8 @@ def run_venv_command(args: argparse.Namespace) -> int:
     if args.venv_command == "path":
         print(locate(registered_recipe(registry, args.name, where="beyondagent venv path")).path)
         return 0
+    if args.venv_command == "prune":
+        return _prune(registry, dry_run=args.dry_run)
     names = registry.names("venv") if args.all else args.names
     if not names:
         raise SpecError("say which venvs to build", where="beyondagent venv build",
@@ -102,4 +108,22 @@ def _list(registry: object, *, as_json: bool) -> int:
         state = f"[green]ready[/] ({row['seconds']} s)" if row["ready"] else "[yellow]not built[/]"
         table.add_row(escape(row["name"]), escape(row["provider"]), state, escape(row["path"]))
     Console().print(table)
+    return 0
+
+
+def _prune(registry: object, *, dry_run: bool) -> int:
+    import shutil
+
+    from beyondagent_core.venvs import locate, registered_recipe, stale_venvs
+
+    current = {name: locate(registered_recipe(registry, name, where="beyondagent venv prune")).path
+               for name in registry.names("venv")}  # type: ignore[attr-defined]
+    stale = stale_venvs(current)
+    for path in stale:
+        print(f"{'would remove' if dry_run else 'removing'} {path}")
+        if not dry_run:
+            shutil.rmtree(path, ignore_errors=True)
+            path.with_name(path.name + ".lock").unlink(missing_ok=True)
+    if not stale:
+        print("nothing to prune")
     return 0

@@ -163,6 +163,19 @@ def venv_root() -> Path:
     return cache / "beyondagent" / "venvs"
 
 
+def stale_venvs(current: dict[str, Path]) -> list[Path]:
+    """Cached venvs of these names (`<name>-<key>` in `venv_root()`) other than the current one of each."""
+    root = venv_root()
+    if not root.is_dir():
+        return []
+    stale = []
+    for path in sorted(root.iterdir()):
+        name, _, key = path.name.rpartition("-")
+        if path.is_dir() and name in current and len(key) == 12 and path != current[name]:
+            stale.append(path)
+    return stale
+
+
 def locate(recipe: VenvRecipe) -> Venv:
     """The venv of `recipe` (built or not)."""
     return Venv(recipe, venv_root() / f"{recipe.name}-{recipe.key()}")

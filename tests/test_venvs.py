@@ -172,6 +172,13 @@ def test_venv_cli_lists_builds_and_locates(cli, make_dist, venv_cache: Path) -> 
     assert "venv six-test: ready at" in again.err
     path = cli("venv", "path", "six-test", env=env)
     assert Path(path.out.strip()) == Path(row["path"]) and (Path(row["path"]) / MARKER).is_file()
+    old = venv_cache / "six-test-0123456789ab"  # the venv of an earlier recipe
+    (old / "bin").mkdir(parents=True)
+    (venv_cache / "unrelated-0123456789ab").mkdir()
+    assert cli("venv", "prune", "--dry-run", env=env).out.strip() == f"would remove {old}" and old.is_dir()
+    assert cli("venv", "prune", env=env).out.strip() == f"removing {old}" and not old.exists()
+    assert (venv_cache / "unrelated-0123456789ab").is_dir() and Path(row["path"]).is_dir()
+    assert cli("venv", "prune", env=env).out.strip() == "nothing to prune"
     unknown = cli("venv", "build", "sixx", env=env)
     assert unknown.code == 2 and "six-test" in unknown.err  # the closest name is suggested
     nothing = cli("venv", "build", env=env)

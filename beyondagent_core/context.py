@@ -130,6 +130,10 @@ class RunContext:
             service = component.block.service
             registered = component.registration.spec
             where = f"{self.spec.path or 'the spec'}, key env.service"
+            if component.block.serve_args and service != "launch":
+                raise SpecError(f"env.serve_args is set but env.service is {service!r}: the arguments are for a "
+                                "server the run launches", where=f"{self.spec.path or 'the spec'}, key env.serve_args",
+                                hint="set env.service: launch, or remove env.serve_args")
             if service == "local":
                 if getattr(registered, "venv", None):
                     raise SpecError(f"env {registered.name!r} runs in its own venv ({registered.venv!r}), "
@@ -140,8 +144,9 @@ class RunContext:
                 from beyondagent_core.envservice.openers import remote_opener
 
                 config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
-                self._env_opener = remote_opener(registered.name, service, where=where, config=config,
-                                                 launch=launch_settings(self.registry, registered))
+                launch = launch_settings(self.registry, registered)
+                launch["args"] = (*launch["args"], *(str(arg) for arg in component.block.serve_args))
+                self._env_opener = remote_opener(registered.name, service, where=where, config=config, launch=launch)
         return self._env_opener
 
     def env_factory(self) -> EnvOpener:

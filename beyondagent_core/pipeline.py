@@ -242,7 +242,7 @@ def exploration_settings(spec: Spec) -> dict[str, Any]:
     explore_block = {k: v for k, v in (resolved.get("explore") or {}).items()
                      if k not in ("workers", "cache", "executor", "ray_address", "ray_actors", "ray_num_cpus",
                                   "max_failed_fraction")}
-    env = {k: v for k, v in (resolved.get("env") or {}).items() if k != "service"}
+    env = {k: v for k, v in (resolved.get("env") or {}).items() if k not in ("service", "serve_args")}
     llm = resolved.get("llm")
     if isinstance(llm, dict):
         llm = {k: llm.get(k) for k in ("model", "base_url", "temperature", "top_p", "top_k", "max_tokens")}

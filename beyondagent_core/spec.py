@@ -129,10 +129,15 @@ def _check_service(instance: Any, attribute: attrs.Attribute, value: str) -> Non
 
 @attrs.define
 class EnvBlock:
-    """`service`: `local` (in-process), `launch`, or an environment service URL."""
+    """`service`: `local` (in-process), `launch`, or an environment service URL.
+
+    `serve_args`: extra `beyondagent env serve` options for `launch`, after the env's own (a later
+    flag wins), e.g. `[--process-warm, "8"]` to start a group's worth of env workers ahead.
+    """
 
     name: str | None = None
     service: str = attrs.field(default="local", validator=_check_service)
+    serve_args: list[str] = attrs.field(factory=list)
 
 
 @attrs.define

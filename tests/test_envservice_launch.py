@@ -129,3 +129,42 @@ def process_alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+@pytest.mark.beyondagent_plugins("gym", "mixers")
+def test_the_spec_adds_serve_args_to_a_launched_server(plugin_manager, tmp_path, monkeypatch) -> None:
+    import yaml
+
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "gym")  # the launched server inherits the kit's switches
+
+    from beyondagent_core import pipeline
+    from beyondagent_core.context import RunContext, RunInfo
+
+    def context_for(env_block: dict) -> RunContext:
+        path = tmp_path / "spec.yaml"
+        path.write_text(yaml.safe_dump({
+            "run": {"name": "serve-args", "output_dir": str(tmp_path / "runs")},
+            "tasks": {"train": {"name": "gym_tasks", "env": "frozenlake", "count": 2, "size": 2}},
+            "env": env_block, "backend": {"name": "export"}}))
+        session = pipeline.prepare(path, [], manager=plugin_manager)
+        return RunContext(spec=session.spec, manager=plugin_manager,
+                          info=RunInfo(name="serve-args", run_dir=tmp_path, seed=0, spec={}))
+
+    context = context_for({"name": "frozenlake", "service": "launch", "serve_args": ["--max-instances", "2"]})
+    opener = context.env_opener()
+    try:
+        async def open_three() -> None:
+            envs = [await opener.open() for _ in range(3)]
+            task = Task(task_id="frozenlake-train-0", env="frozenlake")
+            await envs[0].reset(task)
+            await envs[1].reset(task)
+            with pytest.raises(RunError, match="raise its --max-instances"):  # the spec's cap reached the server
+                await envs[2].reset(task)
+            for env in envs[:2]:
+                await env.close()
+
+        asyncio.run(open_three())
+    finally:
+        context.close()
+    with pytest.raises(SpecError, match="env.serve_args is set but env.service is 'local'"):
+        context_for({"name": "frozenlake", "serve_args": ["--threads", "2"]}).env_opener()

@@ -243,3 +243,27 @@ def test_a_closed_pool_refuses_new_instances_with_503() -> None:
         assert info.value.status == 503 and info.value.retryable
 
     asyncio.run(main())
+
+
+def test_hostile_bodies_are_400_without_a_trace_in_the_log() -> None:
+    import socket
+
+    with running_server() as served:
+        deep = b'{"env_type": "toy", "params": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        assert "nested too deeply" in error(httpx.post(f"{served.url}/create", content=deep, timeout=30), 400)
+        assert "instance_id is 1000000 characters; at most 256" in error(
+            post(served.url, "step", instance_id="x" * 1_000_000, messages=ACTION), 400)
+        assert "task_id must not contain control characters" in error(
+            post(served.url, "create", env_type="toy", task_id="t\x00\n1"), 400)
+        assert "env_type must be an env name or plugin/name" in error(
+            post(served.url, "create", env_type="evil/../toy", task_id="t1"), 400)
+        # a client that goes away in the middle of its body is not a server error
+        host, port = served.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as raw:
+            raw.sendall(b"POST /create HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: 1000\r\n\r\n{\"env_type\": ")
+        def stats() -> dict:
+            return httpx.get(f"{served.url}/stats").json()["data"]
+
+        wait_until(lambda: stats()["calls"].get("create") == 4)  # the cut-off request was handled
+        assert "500" not in stats()["errors"], stats()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import attrs
@@ -80,6 +81,8 @@ def parse_request(body: bytes) -> Request:
             data = loads(body)
         except ValueError as exc:
             raise bad_request(f"the request body is not valid JSON: {_first_line(exc)}") from None
+        except RecursionError:
+            raise bad_request("the request body is JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise bad_request(f"the request body must be a JSON object, got {_json_type(data)}")
     fields: dict[str, Any] = {}
@@ -89,6 +92,8 @@ def parse_request(body: bytes) -> Request:
             value = str(value)  # some datasets number their tasks
         if value is not None and not isinstance(value, str):
             raise bad_request(f"{name} must be a string or null, got {_json_type(value)}")
+        if value is not None:
+            _check_id(name, value)
         fields[name] = value
     messages = data.get("messages")
     fields["messages"] = {} if messages is None else messages
@@ -99,6 +104,21 @@ def parse_request(body: bytes) -> Request:
         raise bad_request(f"params must be a JSON object, got {_json_type(params)}")
     fields["params"] = params
     return Request(**fields)
+
+
+MAX_ID_CHARS = 256
+ENV_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
+
+
+def _check_id(name: str, value: str) -> None:
+    """Ids are short printable text (they reach logs): no control characters, no paths."""
+    if len(value) > MAX_ID_CHARS:
+        raise bad_request(f"{name} is {len(value)} characters; at most {MAX_ID_CHARS}")
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise bad_request(f"{name} must not contain control characters")
+    if name == "env_type" and not ENV_TYPE.match(value):
+        raise bad_request(f"env_type must be an env name or plugin/name (letters, digits, '_', '.', '-'), "
+                          f"got {value[:60]!r}")
 
 
 # --- replies -----------------------------------------------------------------------------------

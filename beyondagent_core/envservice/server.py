@@ -24,6 +24,7 @@ from typing import Any
 
 import structlog
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
@@ -123,6 +124,9 @@ class EnvService:
                 return JSONResponse(protocol.ok(result))
             except ServiceError as exc:
                 return self._error(exc)
+            except ClientDisconnect:  # the client went away mid-request: its business, not our error
+                log.info("envservice.client_disconnected", endpoint=name)
+                return Response(status_code=400)
             except Exception as exc:  # noqa: BLE001 - our bug: one line to the client, traceback in our log
                 log.error("envservice.internal_error", endpoint=name, error=protocol.one_line(exc),
                           traceback=protocol.format_traceback(exc))

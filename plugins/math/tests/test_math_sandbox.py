@@ -7,18 +7,28 @@ depends on how long anything took beyond "it came back".
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from beyondagent_plugin_math.config import SandboxConfig
-from beyondagent_plugin_math.sandbox import PythonSandbox
+import structlog
+from beyondagent_plugin_math import sandbox as sandbox_module
+from beyondagent_plugin_math.config import MathToolConfig, SandboxConfig
+from beyondagent_plugin_math.sandbox import PythonSandbox, SandboxUnavailable, isolation_unavailable
+from beyondagent_plugin_math.tool_workflow import MathToolWorkflow
+
+NO_ISOLATION = isolation_unavailable()
 
 
-@pytest.fixture(scope="module")
-def sandbox() -> PythonSandbox:
+@pytest.fixture(scope="module", params=["isolated", "unsafe_local"])
+def sandbox(request: pytest.FixtureRequest) -> PythonSandbox:
+    """The behaviour below holds in both modes; the isolated one where this machine allows it."""
+    if request.param == "isolated" and NO_ISOLATION is not None:
+        pytest.skip(f"no isolation on this machine: {NO_ISOLATION}")
     return PythonSandbox(SandboxConfig(timeout=2.0, cpu_seconds=2, memory_mb=512, max_output_chars=300,
-                                       max_file_mb=1))
+                                       max_file_mb=1, unsafe_local=request.param == "unsafe_local"))
 
 
 def sandbox_dirs() -> set[str]:
@@ -121,6 +131,37 @@ def test_a_sandbox_that_cannot_start_reports_instead_of_raising(sandbox: PythonS
     assert "could not be run" in result.observation()
 
 
+def test_without_isolation_the_tool_refuses_and_names_the_opt_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module, "isolation_unavailable", lambda: "user namespaces are disabled")
+    with pytest.raises(SandboxUnavailable, match=r"user namespaces are disabled.*workflow\.sandbox\.unsafe_local"):
+        PythonSandbox(SandboxConfig())
+    with pytest.raises(SandboxUnavailable, match="unsafe_local: true"):
+        MathToolWorkflow(MathToolConfig())  # the workflow fails when it is built, before any episode
+
+
+def test_unsafe_local_runs_without_isolation_and_says_so_loudly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox_module, "isolation_unavailable", lambda: "user namespaces are disabled")
+    with structlog.testing.capture_logs() as logs:
+        unsafe = PythonSandbox(SandboxConfig(unsafe_local=True))
+    assert [e["log_level"] for e in logs if e["event"] == "math.sandbox.UNSAFE_LOCAL"] == ["warning"]
+    result = unsafe.run("import os\nprint(os.getpid() != 1)")
+    assert result.ok and result.stdout.strip() == "True"  # not in a PID namespace of its own
+
+
+@pytest.mark.skipif(NO_ISOLATION is not None or not Path("/usr/bin/unshare").exists(),
+                    reason="needs isolation here, and unshare(1) to take it away")
+def test_a_machine_where_isolation_fails_is_detected_for_real() -> None:
+    # Inside a user namespace with no id map our uid is unmapped: the sandbox cannot map its user.
+    code = ("from beyondagent_plugin_math.sandbox import isolation_unavailable, PythonSandbox\n"
+            "print('REASON', isolation_unavailable())\n"
+            "try:\n    PythonSandbox()\nexcept Exception as exc:\n    print('RAISED', type(exc).__name__, exc)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(["/usr/bin/unshare", "--user", sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert "REASON isolation failed" in done.stdout and "user namespace" in done.stdout, done
+    assert "RAISED SandboxUnavailable" in done.stdout and "unsafe_local" in done.stdout
+
+
 def test_children_die_with_the_group_on_timeout(tmp_path: Path) -> None:
     # os.fork is refused, so reach for the lowest level there is to prove the group kill works
     # even when a child escapes the audit hook (ctypes is the documented hole).
@@ -133,7 +174,7 @@ def test_children_die_with_the_group_on_timeout(tmp_path: Path) -> None:
         f"    time.sleep(4)\n    open({str(marker)!r}, 'w').write('alive')\n"
         "else:\n    time.sleep(60)\n"
     )
-    result = PythonSandbox(SandboxConfig(timeout=1.0)).run(code)
+    result = PythonSandbox(SandboxConfig(timeout=1.0, unsafe_local=NO_ISOLATION is not None)).run(code)
     assert result.timed_out
     import time
 

@@ -8,7 +8,8 @@ Started by `sandbox.PythonSandbox` (never imported by the trainer). With `isolat
     C  new user namespace; becomes its root (outer: `uid`, no capability outside it); new mount,
        PID, network, IPC and UTS namespaces; dies with L (PDEATHSIG); forks G
     G  PID 1 of the new PID namespace; dies with C. Mounts: a fresh /proc (this namespace's
-       processes only), empty tmpfs over /tmp /var/tmp /run /dev/shm, the whole tree read-only
+       processes only), empty tmpfs over /tmp /var/tmp /run /dev/shm /root /home (Python's own
+       directories bound back), the whole tree read-only
        (recursively), then a size-limited tmpfs as the working directory (the only writable
        place). Drops every capability (bounding and ambient sets too), sets no_new_privs and the
        locked securebits, sets the rlimits, installs the audit hook, runs the model's code.
@@ -39,8 +40,9 @@ SYS_MOUNT_SETATTR = 442  # the same number on every architecture (a syscall adde
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 24, 28, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECUREBITS_LOCKED = 0b11101111  # noroot, no_setuid_fixup, no_cap_ambient_raise (+ locks), keep_caps locked off
-MASKED = ("/tmp", "/var/tmp", "/run", "/dev/shm")  # empty in the sandbox: no sockets, no others' files
-HIDDEN = ("/root", "/home")  # empty too, but for the Python installation's paths, bound back read-only
+# Empty in the sandbox (no sockets, no others' files, no homes), but for the paths of the Python
+# installation that runs it, bound back read-only (a venv may live in /tmp or a home).
+HIDDEN = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -136,7 +138,7 @@ def _python_views():
             if not os.stat(ancestor).st_mode & 0o001:  # others cannot pass: the sandbox's user cannot
                 hidden.add(ancestor)
                 break
-    hidden = sorted(h for h in hidden if not any(h.startswith(o + "/") for o in hidden))
+    hidden = sorted(h for h in hidden if not any(h.startswith(o + "/") for o in hidden))  # outermost only
     binds = []
     for path in needed:
         under_hidden = any(path.startswith(h + "/") for h in hidden)
@@ -212,10 +214,7 @@ def _isolate(settings):
             os.makedirs(path, mode=0o755, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None, f"binding {path}")
             os.close(fd)
-        for path in MASKED:
-            if os.path.isdir(path) and not os.path.islink(path):
-                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755", f"masking {path}")
-        if not os.path.isdir(workdir):  # under a masked directory: make its path in the mask
+        if not os.path.isdir(workdir):  # under a hidden directory: make its path in the empty tmpfs
             os.makedirs(workdir, mode=0o755)
         _read_only_tree()
         _mount("tmpfs", workdir, "tmpfs", MS_NOSUID | MS_NODEV, f"size={settings['disk_mb']}m,mode=0700",

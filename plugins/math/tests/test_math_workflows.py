@@ -11,8 +11,8 @@ import asyncio
 import pytest
 from beyondagent_plugin_math.config import MathCotConfig, MathToolConfig, SandboxConfig
 from beyondagent_plugin_math.cot import MathCotWorkflow
-from beyondagent_plugin_math.sandbox import isolation_unavailable
 from beyondagent_plugin_math.judges import MathAnswerJudge
+from beyondagent_plugin_math.sandbox import isolation_unavailable
 from beyondagent_plugin_math.tool_workflow import BUDGET_SPENT, MathToolWorkflow, find_code
 from math_scripted_llm import ScriptedPolicy
 

@@ -158,6 +158,7 @@ def _isolate(settings):
     leader = os.getpid()
     child = os.fork()
     if child:  # L: map C's ids, then wait for it
+        signal.signal(signal.SIGTERM, lambda *_: None)  # C gets it too and ends the namespace; wait for it
         os.close(ready_w)
         os.close(go_r)
         if os.read(ready_r, 1) != b"1":  # C could not make its user namespace (it said why)
@@ -200,8 +201,19 @@ def _isolate(settings):
         _fail(str(exc))
     init = os.fork()
     if init:  # C: wait for G (PID 1); when it ends, the kernel ends every process of its namespace
+        # G may clear its death signal and leave our process group, so C kills it by pid: on
+        # SIGTERM (the caller's timeout) and, should the caller be gone, at its own deadline.
+        def kill_init(*_):
+            os.kill(init, signal.SIGKILL)
+
+        signal.signal(signal.SIGTERM, kill_init)
+        signal.signal(signal.SIGALRM, kill_init)
+        signal.alarm(max(1, int(settings["timeout"]) + 2))
         _reraise_status(os.waitpid(init, 0)[1])
     # G
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(0)
     try:
         _check(_libc.prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0), "pdeathsig")
         if os.getpid() != 1:

@@ -154,7 +154,7 @@ class PythonSandbox:
                 except subprocess.TimeoutExpired:
                     timed_out = True
                 finally:
-                    _kill_group(process)
+                    _kill_group(process, isolated=self.isolated)
             stdout, cut_out = _read_head(root / "stdout", config.max_output_chars)
             stderr, cut_err = _read_tail(root / "stderr", config.max_output_chars)  # a traceback ends in its error
             if process.returncode == UNAVAILABLE_EXIT and UNAVAILABLE_MARK in stderr:
@@ -169,7 +169,7 @@ class PythonSandbox:
 
 def _settings(config: SandboxConfig, workdir: Path, code_path: Path, *, isolate: bool) -> dict[str, Any]:
     uid, gid = (NOBODY, NOBODY) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
-    return {"isolate": isolate, "uid": uid, "gid": gid, "workdir": str(workdir), "code_path": str(code_path),
+    return {"isolate": isolate, "timeout": config.timeout, "uid": uid, "gid": gid, "workdir": str(workdir), "code_path": str(code_path),
             "code_file_name": CODE_FILE, "memory_mb": config.memory_mb, "cpu_seconds": config.cpu_seconds,
             "max_file_mb": config.max_file_mb, "max_processes": config.max_processes,
             "max_open_files": config.max_open_files, "disk_mb": config.max_disk_mb}
@@ -215,7 +215,15 @@ def _environment(workdir: Path) -> dict[str, str]:
     return env
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def _kill_group(process: subprocess.Popen[bytes], *, isolated: bool) -> None:
+    if isolated and process.poll() is None:
+        # The isolated launcher ends its namespace by the PID of its init on SIGTERM (the code
+        # may have left the group and cleared its death signal); then everything gets SIGKILL.
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=2)
+        except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+            pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

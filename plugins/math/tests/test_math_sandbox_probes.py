@@ -285,6 +285,25 @@ def test_a_setsid_child_does_not_survive_the_kill() -> None:
         kill_all(survivors(name))
 
 
+def test_its_pid_1_does_not_outlive_the_timeout_by_leaving_the_group_and_its_death_signal() -> None:
+    name = f"ba-{uuid.uuid4().hex[:10]}"
+    code = (FORK +
+            "import os, time\n"
+            "libc.prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG 0: no longer dies with its parent
+            "os.setsid()\n"  # out of the launcher's process group
+            f"libc.prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+            "time.sleep(60)\n")
+    result = make_sandbox(SandboxConfig(timeout=1.5)).run(code)
+    try:
+        assert result.timed_out
+        deadline = time.monotonic() + 3
+        while survivors(name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert survivors(name) == []
+    finally:
+        kill_all(survivors(name))
+
+
 def test_kill_minus_one_kills_only_the_sandbox(sandbox, decoy) -> None:
     assert_isolated_pid_namespace(sandbox)
     code = (GUARD.format(ours=os.readlink("/proc/self/ns/pid")) + FORK +

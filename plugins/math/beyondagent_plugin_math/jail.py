@@ -211,6 +211,8 @@ def _isolate(settings):
         signal.alarm(max(1, int(settings["timeout"]) + 2))
         _reraise_status(os.waitpid(init, 0)[1])
     # G
+    os.close(ready_w)
+    os.close(go_r)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(0)

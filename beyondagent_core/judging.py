@@ -30,6 +30,8 @@ class EnvJudge:
     tasks are verifiable without an LLM.
     """
 
+    name = "env"  # the reward name, for the message below
+
     def __init__(self, config: Any = None):
         pass
 
@@ -38,7 +40,7 @@ class EnvJudge:
 
     async def score(self, task: Task, trajectory: Trajectory) -> Reward:
         if trajectory.reward is None:
-            raise RuntimeError("the `env` judge scores inside the episode (the env is already closed)")
+            raise RuntimeError(f"the `{self.name}` judge scores inside the episode (the env is already closed)")
         return trajectory.reward
 
 

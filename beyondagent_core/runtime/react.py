@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.protocols import AsyncEnv, ChatLLM, Message
+from beyondagent_core.protocols import AsyncEnv, ChatLLM, EnvReset, EnvStep, Message
 from beyondagent_core.runtime.tokens import ContextLengthExceeded
 from beyondagent_core.types import Task, Trajectory, Turn
 
@@ -37,11 +37,19 @@ class ReactWorkflow:
         self.sampling = {key: value for key, value in attrs.asdict(config).items()
                          if key != "max_turns" and value is not None}
 
+    def opening(self, reset: EnvReset) -> list[Message]:
+        """The conversation's first messages: the env's (a subclass may put its own prompt first)."""
+        return check_messages(reset.messages, "reset()")
+
+    def step_metrics(self, steps: list[EnvStep]) -> dict[str, Any]:
+        """Per-episode metrics from the env's steps: the sum of the env's step rewards."""
+        return {"env_reward": sum(float(step.reward) for step in steps)}
+
     async def run(self, task: Task, env: AsyncEnv, llm: ChatLLM) -> Trajectory:
         reset = await env.reset(task)
-        messages = check_messages(reset.messages, "reset()")
+        messages = self.opening(reset)
         turns = [Turn(role=m["role"], content=m["content"]) for m in messages]
-        terminated, truncated, env_reward, model_turns = False, False, 0.0, 0
+        terminated, truncated, model_turns, steps = False, False, 0, []
         while model_turns < self.config.max_turns:
             try:
                 reply = await llm.chat(messages, **self.sampling)
@@ -53,7 +61,7 @@ class ReactWorkflow:
             action = {"role": "assistant", "content": reply.content}
             messages.append(action)
             step = await env.step(action)
-            env_reward += float(step.reward)
+            steps.append(step)
             for message in check_messages(step.observation, "step()"):
                 messages.append(message)
                 turns.append(Turn(role=message["role"], content=message["content"]))
@@ -61,7 +69,7 @@ class ReactWorkflow:
                 terminated = True
                 break
         reward = await env.evaluate()
-        metrics = {"turns": model_turns, "env_reward": env_reward, "truncated": truncated}
+        metrics = {"turns": model_turns, **self.step_metrics(steps), "truncated": truncated}
         return Trajectory(task=task, turns=turns, reward=reward, terminated=terminated, metrics=metrics)
 
 

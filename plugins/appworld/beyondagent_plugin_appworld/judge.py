@@ -8,20 +8,10 @@ judge them with `llm_judge` (`synthetic_reward` in the spec).
 
 from __future__ import annotations
 
-from typing import Any
-
-from beyondagent_core.protocols import AsyncEnv
-from beyondagent_core.types import Reward, Task, Trajectory
+from beyondagent_core.judging import EnvJudge
 
 
-class AppWorldJudge:
-    def __init__(self, config: Any = None):
-        pass
+class AppWorldJudge(EnvJudge):
+    """The env's own evaluation, under the name AppWorld users look for."""
 
-    async def score_in_env(self, task: Task, trajectory: Trajectory, env: AsyncEnv) -> Reward:
-        return await env.evaluate()
-
-    async def score(self, task: Task, trajectory: Trajectory) -> Reward:
-        if trajectory.reward is None:
-            raise RuntimeError("the `appworld` judge scores inside the episode (the env is already closed)")
-        return trajectory.reward
+    name = "appworld"

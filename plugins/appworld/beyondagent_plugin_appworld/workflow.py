@@ -9,46 +9,25 @@ The env's `evaluate()` (AppWorld's `evaluate_task`) gives the reward.
 
 from __future__ import annotations
 
-import attrs
+from typing import Any
 
-from beyondagent_core.protocols import AsyncEnv, ChatLLM
-from beyondagent_core.runtime.react import check_messages
-from beyondagent_core.runtime.tokens import ContextLengthExceeded
-from beyondagent_core.types import Task, Trajectory, Turn
+from beyondagent_core.protocols import EnvReset, EnvStep, Message
+from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow
 from beyondagent_plugin_appworld.config import AppWorldReactConfig
 from beyondagent_plugin_appworld.prompt import SYSTEM_PROMPT
 
 
-class AppWorldReact:
-    def __init__(self, config: AppWorldReactConfig | None = None, system_prompt: str = SYSTEM_PROMPT):
-        self.config = config or AppWorldReactConfig()
-        self.system_prompt = system_prompt
-        self.sampling = {key: value for key, value in attrs.asdict(self.config).items()
-                         if key != "max_turns" and value is not None}
+class AppWorldReact(ReactWorkflow):
+    """The core's react loop with AppWorld's system prompt first, counting the turns that ran code."""
 
-    async def run(self, task: Task, env: AsyncEnv, llm: ChatLLM) -> Trajectory:
-        reset = await env.reset(task)
-        messages = [{"role": "system", "content": self.system_prompt}, *check_messages(reset.messages, "reset()")]
-        turns = [Turn(role=m["role"], content=m["content"]) for m in messages]
-        terminated, truncated, model_turns, ran_code = False, False, 0, 0
-        while model_turns < self.config.max_turns:
-            try:
-                reply = await llm.chat(messages, **self.sampling)
-            except ContextLengthExceeded:
-                truncated = True
-                break
-            model_turns += 1
-            turns.append(reply)
-            action = {"role": "assistant", "content": reply.content}
-            messages.append(action)
-            step = await env.step(action)
-            ran_code += bool(step.info.get("ran_code"))
-            for message in check_messages(step.observation, "step()"):
-                messages.append(message)
-                turns.append(Turn(role=message["role"], content=message["content"]))
-            if step.terminated:
-                terminated = True
-                break
-        reward = await env.evaluate()
-        metrics = {"turns": model_turns, "code_turns": ran_code, "truncated": truncated}
-        return Trajectory(task=task, turns=turns, reward=reward, terminated=terminated, metrics=metrics)
+    def __init__(self, config: AppWorldReactConfig | None = None, system_prompt: str = SYSTEM_PROMPT):
+        config = config or AppWorldReactConfig()
+        super().__init__(ReactConfig(max_turns=config.max_turns, temperature=config.temperature,
+                                     top_p=config.top_p, max_tokens=config.max_tokens))
+        self.system_prompt = system_prompt
+
+    def opening(self, reset: EnvReset) -> list[Message]:
+        return [{"role": "system", "content": self.system_prompt}, *super().opening(reset)]
+
+    def step_metrics(self, steps: list[EnvStep]) -> dict[str, Any]:
+        return {"code_turns": sum(bool(step.info.get("ran_code")) for step in steps)}

@@ -17,14 +17,9 @@ from beyondagent_core.envservice.client import EnvServiceClient
 pytestmark = pytest.mark.beyondagent_plugins("appworld", "random_explorer", "torch", "mixers")
 
 
-@pytest.fixture(scope="module")
-def explored() -> dict[str, Any]:
-    return {}
-
-
-def test_exploration_with_hindsight_yields_verifiable_appworld_tasks(
-        plugin_manager: Any, world_root: Path, appworld_venv: Any, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, explored: dict[str, Any]) -> None:
+def test_exploration_with_hindsight_yields_tasks_the_env_grades(
+        plugin_manager: Any, world_root: Path, appworld_venv: Any, server: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from beyondagent_core import pipeline
 
     monkeypatch.setenv("BEYONDAGENT_PLUGINS", "appworld")  # what the launched server (in the venv) loads
@@ -54,12 +49,11 @@ def test_exploration_with_hindsight_yields_verifiable_appworld_tasks(
         kinds.add(goal["kind"])
         assert "answer" in goal and task.ground_truth, task
     assert kinds <= {"spotify_playlist_count", "spotify_playlist_size", "venmo_balance"}
-    explored["tasks"] = tasks
+    assert_graded_on_its_answer(server, tasks[0])
 
 
-def test_the_env_grades_synthetic_tasks_on_their_answer(server: Any, explored: dict[str, Any]) -> None:
-    tasks: list[Task] = explored.get("tasks") or pytest.skip("the exploration test did not run")
-    task = tasks[0]
+def assert_graded_on_its_answer(server: Any, task: Task) -> None:
+    """The env grades a synthetic task: its recorded answer 1.0, another answer partial."""
     answer = task.metadata["goal"]["answer"]
 
     async def answer_with(value: Any) -> Any:

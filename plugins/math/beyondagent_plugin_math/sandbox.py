@@ -67,7 +67,8 @@ class SandboxUnavailable(RuntimeError):
 
 @attrs.frozen
 class ToolResult:
-    """What one run produced. `exit_code` None: killed at the timeout; `error`: the sandbox itself failed."""
+    """What one run produced. `timed_out`: stopped by the wall clock (`exit_code` None) or by the CPU limit
+    (`exit_code` the signal, negative); `error`: the sandbox itself failed."""
 
     stdout: str = ""
     stderr: str = ""
@@ -155,13 +156,18 @@ class PythonSandbox:
                     timed_out = True
                 finally:
                     _kill_group(process, isolated=self.isolated)
+            # RLIMIT_CPU (soft == hard) ends the code with SIGKILL, or SIGXCPU: out of time as well, and
+            # whichever of the two clocks fires first is a race, so both read the same.
+            exit_code = None if timed_out else process.returncode
+            if not timed_out and process.returncode in (-signal.SIGKILL, -signal.SIGXCPU):
+                timed_out = True
             stdout, cut_out = _read_head(root / "stdout", config.max_output_chars)
             stderr, cut_err = _read_tail(root / "stderr", config.max_output_chars)  # a traceback ends in its error
             if process.returncode == UNAVAILABLE_EXIT and UNAVAILABLE_MARK in stderr:
                 reason = stderr.split(UNAVAILABLE_MARK, 1)[1].strip().splitlines()[0]
                 log.error("math.sandbox.isolation_failed", reason=reason)
                 return ToolResult(exit_code=None, error=f"isolation failed, the code was not run ({reason})")
-            return ToolResult(stdout=stdout, stderr=stderr, exit_code=None if timed_out else process.returncode,
+            return ToolResult(stdout=stdout, stderr=stderr, exit_code=exit_code,
                               timed_out=timed_out, truncated=cut_out or cut_err)
         finally:
             shutil.rmtree(root, ignore_errors=True)

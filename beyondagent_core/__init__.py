@@ -9,9 +9,11 @@ __version__ = "0.1.0"
 from beyondagent_core.hookspecs import hookimpl  # noqa: E402
 from beyondagent_core.protocols import EnvReset, EnvStep  # noqa: E402
 from beyondagent_core.records import (  # noqa: E402
+    AdvantageSpec,
     BackendSpec,
     CommandSpec,
     EnvSpec,
+    ExperienceStoreSpec,
     ExplorerSpec,
     MixerSpec,
     NoConfig,
@@ -26,7 +28,7 @@ from beyondagent_core.types import Reward, Task, Trajectory, Turn  # noqa: E402
 
 __all__ = [
     "__version__", "hookimpl",
-    "BackendSpec", "CommandSpec", "EnvSpec", "ExplorerSpec", "MixerSpec", "NoConfig", "RewardSpec",
+    "AdvantageSpec", "BackendSpec", "CommandSpec", "EnvSpec", "ExperienceStoreSpec", "ExplorerSpec", "MixerSpec", "NoConfig", "RewardSpec",
     "SummarizerSpec", "TaskFilterSpec", "TaskSourceSpec", "VenvSpec", "WorkflowSpec",
     "EnvReset", "EnvStep", "Reward", "Task", "Trajectory", "Turn",
 ]

@@ -30,9 +30,11 @@ import pluggy
 if TYPE_CHECKING:
     from beyondagent_core.context import RunInfo
     from beyondagent_core.records import (
+        AdvantageSpec,
         BackendSpec,
         CommandSpec,
         EnvSpec,
+        ExperienceStoreSpec,
         ExplorerSpec,
         MixerSpec,
         RewardSpec,
@@ -220,6 +222,38 @@ def beyondagent_rewards() -> list[RewardSpec]:
 
 
 @hookspec
+def beyondagent_advantages() -> list[AdvantageSpec]:
+    """Return the advantage estimators this plugin provides (the spec's `backend.advantage.name`).
+
+    `factory(config)` returns an `AdvantageEstimator`: `estimate(batch) -> Advantages`, one
+    advantage per token of each episode (`beyondagent_core.advantages`). Use numpy only: the
+    estimator runs inside whichever backend trains (verl's trainer too).
+
+    Example::
+
+        class OutcomeOnly:
+            def __init__(self, config):
+                pass
+            def estimate(self, batch):
+                per_token = [episode.token_mask * episode.outcome for episode in batch.episodes]
+                return Advantages(per_token=per_token)
+
+        @hookimpl
+        def beyondagent_advantages():
+            return [AdvantageSpec(name="outcome", factory=OutcomeOnly, summary="The raw outcome, no baseline.")]
+    """
+
+
+@hookspec
+def beyondagent_experience_stores() -> list[ExperienceStoreSpec]:
+    """Return the experience stores this plugin provides (the spec's `experience.name`).
+
+    `factory(config)` returns an `ExperienceStore`: `add(experiences)`, `retrieve(task, k)`,
+    `async summarize(trajectories, step=...)`, `stats()`, `close()` (`beyondagent_core.protocols`).
+    """
+
+
+@hookspec
 def beyondagent_backends() -> list[BackendSpec]:
     """Return the training backends this plugin provides (the spec's `backend.name`).
 
@@ -328,6 +362,8 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "task_filter": "beyondagent_task_filters",
     "mixer": "beyondagent_mixers",
     "reward": "beyondagent_rewards",
+    "advantage": "beyondagent_advantages",
+    "experience_store": "beyondagent_experience_stores",
     "backend": "beyondagent_backends",
     "venv": "beyondagent_venvs",
     "command": "beyondagent_commands",

@@ -16,7 +16,9 @@ import attrs
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 if TYPE_CHECKING:
+    from beyondagent_core.advantages import AdvantageBatch, Advantages
     from beyondagent_core.context import RunContext, TrainingData
+    from beyondagent_core.experience import Experience
     from beyondagent_core.jsonl import BadRecords
 
 Message = dict[str, Any]
@@ -185,6 +187,39 @@ class Judge(Protocol):
     """
 
     async def score(self, task: Task, trajectory: Trajectory) -> Reward: ...
+
+
+@runtime_checkable
+class AdvantageEstimator(Protocol):
+    """Turns a training batch of finished episodes into per-token advantages.
+
+    `estimate(batch: AdvantageBatch) -> Advantages` (`beyondagent_core.advantages`): one float32
+    array per episode, as long as its token sequence, 0 outside the model's tokens. Synchronous
+    and numpy-only so any backend can call it; an estimator that asks an LLM (a step judge) runs
+    its own event loop. An estimator that needs the run's services may define `bind(run)`.
+    """
+
+    def estimate(self, batch: AdvantageBatch) -> Advantages: ...
+
+
+@runtime_checkable
+class ExperienceStore(Protocol):
+    """Keeps `Experience` records (`beyondagent_core.experience`) across runs and finds them per task.
+
+    `add` returns how many were new (near-identical ones are deduplicated); `retrieve` the `k`
+    most relevant to `task`, best first; `summarize` turns finished trajectories into new
+    experiences (it does not add them); `stats` counts for the run's metrics.
+    """
+
+    def add(self, experiences: Sequence[Experience]) -> int: ...
+
+    def retrieve(self, task: Task, k: int) -> list[Experience]: ...
+
+    async def summarize(self, trajectories: Sequence[Trajectory], *, step: int) -> list[Experience]: ...
+
+    def stats(self) -> dict[str, float]: ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable

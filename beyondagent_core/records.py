@@ -142,6 +142,24 @@ class RewardSpec(ComponentSpec):
 
 
 @attrs.frozen
+class AdvantageSpec(ComponentSpec):
+    """Provides an advantage estimator: `factory(config) -> AdvantageEstimator` (the spec's
+    `backend.advantage`; `beyondagent_core.advantages` holds what it receives and returns)."""
+
+    kind: ClassVar[str] = "advantage"
+    label: ClassVar[str] = "advantage estimator"
+
+
+@attrs.frozen
+class ExperienceStoreSpec(ComponentSpec):
+    """Provides an experience store: `factory(config) -> ExperienceStore` (the spec's
+    `experience`; `beyondagent_core.experience` holds the records it keeps)."""
+
+    kind: ClassVar[str] = "experience_store"
+    label: ClassVar[str] = "experience store"
+
+
+@attrs.frozen
 class BackendSpec(ComponentSpec):
     """Provides a training backend: `factory(config) -> Backend`."""
 
@@ -182,6 +200,8 @@ RECORD_TYPES: tuple[type[ComponentSpec], ...] = (
     TaskFilterSpec,
     MixerSpec,
     RewardSpec,
+    AdvantageSpec,
+    ExperienceStoreSpec,
     BackendSpec,
     VenvSpec,
     CommandSpec,

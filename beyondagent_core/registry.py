@@ -25,6 +25,8 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     "beyondagent-plugin-appworld": {"env": ("appworld",), "task_source": ("appworld",)},
     "beyondagent-plugin-math": {"task_source": ("arithmetic", "gsm8k", "math"), "reward": ("math",)},
     "beyondagent-plugin-random-explorer": {"explorer": ("random",)},
+    "beyondagent-plugin-advantages": {"advantage": ("grpo", "gigpo", "adca")},
+    "beyondagent-plugin-experience": {"experience_store": ("experience",)},
 }
 
 

@@ -25,6 +25,7 @@ from omegaconf import errors as oc_errors
 
 from beyondagent_core.checks import FieldRangeError, component_references, number
 from beyondagent_core.errors import PluginError, SpecError
+from beyondagent_core.experience import ExperienceBlock
 from beyondagent_core.llm import LLMConfig
 from beyondagent_core.registry import Registration, Registry
 from beyondagent_core.secrets import remember
@@ -176,6 +177,7 @@ class Slot:
     kind: str
     block_cls: type
     optional: bool = True
+    omit_unset: bool = False  # left out of the resolved spec when not set (a newer, opt-in slot)
 
 
 SLOTS: tuple[Slot, ...] = (
@@ -189,11 +191,13 @@ SLOTS: tuple[Slot, ...] = (
     Slot("reward", "reward", NamedBlock),
     Slot("synthetic_reward", "reward", NamedBlock),
     Slot("backend", "backend", RequiredNamedBlock, optional=False),
+    Slot("backend.advantage", "advantage", NamedBlock, omit_unset=True),
+    Slot("experience", "experience_store", ExperienceBlock, omit_unset=True),
 )
 FILTERS_PATH = "explore.filters"
 TOP_LEVEL_KEYS: tuple[str, ...] = (
     "run", "model", "tasks", "env", "explore", "mixture", "workflow", "reward", "synthetic_reward", "llm",
-    "algorithm", "backend", "logging", "plugins",
+    "algorithm", "backend", "experience", "logging", "plugins",
 )
 
 
@@ -365,15 +369,22 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
     explore = dict(_mapping(data.get("explore"), "explore", where))
     summarizer = explore.pop("summarizer", None)
     filters = explore.pop("filters", None) or []
+    backend = data.get("backend")
+    advantage = None
+    if isinstance(backend, dict) and "advantage" in backend:  # the estimator is its own component
+        backend = dict(backend)
+        advantage = backend.pop("advantage")
     blocks = {
         "tasks.train": tasks.get("train"), "tasks.val": tasks.get("val"),
         "explore": explore, "explore.summarizer": summarizer,
+        "backend": backend, "backend.advantage": advantage,
     }
     components: dict[str, Component] = {}
     for slot in SLOTS:
         value = blocks[slot.key_path] if slot.key_path in blocks else data.get(slot.key_path)
         components[slot.key_path] = component = _validate_component(slot, value, registry, where)
-        _set_path(resolved, slot.key_path, _component_dict(component))
+        if component.block is not None or not slot.omit_unset:
+            _set_path(resolved, slot.key_path, _component_dict(component))
 
     if not isinstance(filters, list):
         raise SpecError(f"{FILTERS_PATH} must be a list of {{name: ...}} blocks, got {type(filters).__name__}",
@@ -404,7 +415,7 @@ def _validate_llm(value: Any, where: str) -> LLMConfig | str | None:
 
 
 def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) -> Component:
-    if value is None and slot.optional and slot.block_cls is RequiredNamedBlock:
+    if value is None and slot.optional and (slot.block_cls is RequiredNamedBlock or slot.omit_unset):
         return Component(slot.kind, slot.key_path, None, None, None)  # e.g. no tasks.val
     block_data = _mapping(value, slot.key_path, where)
     own_keys = {field.name for field in attrs.fields(slot.block_cls)}

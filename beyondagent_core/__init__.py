@@ -28,7 +28,8 @@ from beyondagent_core.types import Reward, Task, Trajectory, Turn  # noqa: E402
 
 __all__ = [
     "__version__", "hookimpl",
-    "AdvantageSpec", "BackendSpec", "CommandSpec", "EnvSpec", "ExperienceStoreSpec", "ExplorerSpec", "MixerSpec", "NoConfig", "RewardSpec",
+    "AdvantageSpec", "BackendSpec", "CommandSpec", "EnvSpec", "ExperienceStoreSpec", "ExplorerSpec",
+    "MixerSpec", "NoConfig", "RewardSpec",
     "SummarizerSpec", "TaskFilterSpec", "TaskSourceSpec", "VenvSpec", "WorkflowSpec",
     "EnvReset", "EnvStep", "Reward", "Task", "Trajectory", "Turn",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from beyondagent_core.types import Task, Turn
+from beyondagent_core.types import Task, Trajectory, Turn
 
 
 @attrs.frozen
@@ -148,3 +148,12 @@ def steps_of(turns: Sequence[Turn], spans: Sequence[tuple[int, int]],
                           action=actions[index] if index < len(actions) else "",
                           reward=None if reward is None else float(reward)))
     return tuple(steps)
+
+
+def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tuple[int, int]], length: int,
+                   step_rewards: Sequence[float | None] | None = None) -> ScoredEpisode:
+    """A backend's finished episode as an estimator sees it: its turns paired with their token spans."""
+    reward = trajectory.reward
+    return ScoredEpisode(group=group, task=trajectory.task, outcome=0.0 if reward is None else float(reward.score),
+                         success=bool(reward is not None and reward.success), length=int(length),
+                         steps=steps_of(trajectory.turns, spans, step_rewards))

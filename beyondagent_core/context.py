@@ -10,15 +10,17 @@ import attrs
 import structlog
 
 from beyondagent_core.envs.local import LocalEnvOpener
-from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.errors import PluginError, RunError, SpecError
 from beyondagent_core.judging import JudgeSelector, check_judge
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import POLICY_LLM, select_component
 from beyondagent_core.types import Task
 
+DEFAULT_ADVANTAGE = "grpo"
+
 if TYPE_CHECKING:
     from beyondagent_core.plugins import PluginManager
-    from beyondagent_core.protocols import ChatLLM, EnvOpener, Judge, Mixer, Workflow
+    from beyondagent_core.protocols import AdvantageEstimator, ChatLLM, EnvOpener, Judge, Mixer, Workflow
     from beyondagent_core.runtime.episodes import EpisodeRunner
     from beyondagent_core.spec import Spec
 
@@ -184,6 +186,19 @@ class RunContext:
 
             self._judges = JudgeSelector(default=default, synthetic=synthetic, build=build, configured=configured)
         return self._judges
+
+    def advantage_estimator(self) -> AdvantageEstimator:
+        """The estimator `backend.advantage` selects; `grpo` (beyondagent-plugin-advantages) when unset."""
+        component = self.spec.component("backend.advantage")
+        if component is None or component.registration is None:
+            where = f"{self.spec.path or 'the spec'}, key backend.advantage (unset: the default, grpo)"
+            component = select_component(self.registry, "advantage", {"name": DEFAULT_ADVANTAGE}, key_path=where)
+        estimator = self.bound(component.create())
+        if not callable(getattr(estimator, "estimate", None)):
+            raise PluginError(f"{component.described} built a {type(estimator).__name__} without estimate(batch)",
+                              hint="an advantage estimator must define estimate(batch) -> Advantages; "
+                                   "report this to the plugin's author")
+        return estimator
 
     def episode_runner(self) -> EpisodeRunner:
         """Everything an episode needs: the workflow, its envs (none if the spec has no env) and judges.

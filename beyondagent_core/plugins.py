@@ -7,7 +7,7 @@ thing becomes `status="error"` with a one-line reason, and everything else keeps
 
 Switches (environment variables):
   BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD=1   load no entry points (only those in BEYONDAGENT_PLUGINS)
-  BEYONDAGENT_PLUGINS=a,b                 load only these entry points
+  BEYONDAGENT_PLUGINS=a,b                 load only these entry points (and the plugins they require)
   BEYONDAGENT_DISABLED_PLUGINS=x,y        never load these
 """
 
@@ -140,7 +140,10 @@ class PluginManager:
 
         self.register(builtin, BUILTIN_NAME, distribution="beyondagent", version=__version__,
                       value="beyondagent_core.builtin")
-        for entry_point in _entry_points():
+        entry_points = _entry_points()
+        if self.switches.allow:  # a listed plugin brings the plugins its distribution requires
+            self.switches = attrs.evolve(self.switches, allow=_with_requirements(self.switches.allow, entry_points))
+        for entry_point in entry_points:
             self._load_entry_point(entry_point)
         # Each plugin's unknown hooks were caught (and the plugin unregistered) above, so
         # pluggy's own check can only fail on a bug here.
@@ -276,6 +279,36 @@ def _entry_points() -> list[metadata.EntryPoint]:
             seen.add((entry_point.name, dist_name))
             unique.append(entry_point)
     return unique
+
+
+def _with_requirements(allow: set[str], entry_points: list[metadata.EntryPoint]) -> set[str]:
+    """`allow` plus, transitively, the entry points of the distributions those plugins require
+    (`BEYONDAGENT_PLUGINS=torch` also loads `advantages`, which `beyondagent-plugin-torch` needs)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    by_dist: dict[str, list[str]] = {}
+    for entry_point in entry_points:
+        if entry_point.dist is not None:
+            by_dist.setdefault(canonicalize_name(entry_point.dist.metadata["Name"]), []).append(entry_point.name)
+    result, pending = set(allow), list(allow)
+    while pending:
+        name = pending.pop()
+        for entry_point in entry_points:
+            if entry_point.name != name or entry_point.dist is None:
+                continue
+            for text in entry_point.dist.requires or []:
+                try:
+                    requirement = Requirement(text)
+                except InvalidRequirement:
+                    continue
+                if requirement.marker is not None and "extra" in str(requirement.marker):
+                    continue  # optional extras (test, ...) do not come along
+                for needed in by_dist.get(canonicalize_name(requirement.name), []):
+                    if needed not in result:
+                        result.add(needed)
+                        pending.append(needed)
+    return result
 
 
 def _known_hooks() -> set[str]:

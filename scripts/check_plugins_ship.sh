@@ -16,6 +16,10 @@ for dir in "$ROOT"/plugins/*/; do
   "$venv/python" -m pip install --quiet "$ROOT"
   # A plugin needing torch gets the CPU build first (a plain `torch` requirement pulls CUDA wheels).
   if grep -q '"torch' "$dir/pyproject.toml"; then "$venv/python" -m pip install --quiet torch==2.13.0; fi
+  # First-party plugins it depends on (e.g. torch -> advantages) come from this checkout, not PyPI.
+  for sibling in $("$venv/python" "$ROOT/scripts/plugin_siblings.py" "$dir"); do
+    "$venv/python" -m pip install --quiet "$ROOT/plugins/$sibling"
+  done
   "$venv/python" -m pip install --quiet "$dir"
   "$venv/beyondagent" plugins --json | "$venv/python" "$ROOT/scripts/check_plugin_listed.py" "$name" || failed=1
 done

@@ -107,7 +107,8 @@ class TokenSequence:
     `extend(messages)` takes the whole conversation a workflow passes to `chat` and adds the
     template tokens for the messages not seen yet; `add_generation(ids, logprobs)` adds a
     model turn. Non-model positions have mask 0 and log-prob 0.0; a model turn without
-    recorded log-probs gets NaN there.
+    recorded log-probs gets NaN there. `turn_spans` holds each model turn's token range (the
+    steps an advantage estimator sees).
     """
 
     template: ChatTemplate
@@ -115,6 +116,7 @@ class TokenSequence:
     loss_mask: list[int] = attrs.field(factory=list)
     logprobs: list[float] = attrs.field(factory=list)
     prompt_length: int = 0
+    turn_spans: list[tuple[int, int]] = attrs.field(factory=list)  # [start, end) of each model turn
     _seen: list[tuple[str, str]] = attrs.field(factory=list)
     _last_model_ids: list[int] = attrs.field(factory=list)
 
@@ -146,7 +148,9 @@ class TokenSequence:
         token_ids = [int(t) for t in token_ids]
         if logprobs is not None and len(logprobs) != len(token_ids):
             raise ValueError(f"{len(logprobs)} log-probs for {len(token_ids)} generated tokens")
+        start = len(self.input_ids)
         self._append(token_ids, mask=1, logprobs=logprobs)
+        self.turn_spans.append((start, len(self.input_ids)))
         self._last_model_ids = token_ids
         self._seen.append((_MODEL_TURN, ""))
 

@@ -18,6 +18,9 @@ TRAIN_SYNTHETIC_FRACTION = "train/synthetic_fraction"
 TRAIN_SUCCESS_RATE_ORIGINAL = "train/success_rate_original"
 TRAIN_SUCCESS_RATE_SYNTHETIC = "train/success_rate_synthetic"
 
+# The advantage estimator's own metrics (`backend.advantage`), e.g. advantage/anchor_groups for gigpo.
+ADVANTAGE_PREFIX = "advantage/"
+
 # The policy update.
 ACTOR_KL = "actor/kl"
 ACTOR_CLIP_FRACTION = "actor/clip_fraction"

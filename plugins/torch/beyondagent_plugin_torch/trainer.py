@@ -26,14 +26,15 @@ from typing import Any
 import structlog
 import torch
 
-from beyondagent_core.context import RunContext, TrainingData
+from beyondagent_core.advantages import AdvantageBatch, AdvantageError, check_advantages, scored_episode
+from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.failures import FailureTally, check_failures
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
-from beyondagent_plugin_torch import grpo, metric_names
+from beyondagent_plugin_torch import metric_names
 from beyondagent_plugin_torch.checkpoint import (
     check_resumable,
     checkpoints,
@@ -94,6 +95,9 @@ class Trainer:
         check_algorithm(spec)
         self.config, self.data, self.run, self.algorithm = config, data, run, spec.algorithm
         self.runner = run.episode_runner()  # env, workflow and judge fail here, before the model loads
+        self.estimator = run.advantage_estimator()
+        self.estimator_name = (spec.component("backend.advantage").name
+                               if spec.component("backend.advantage") is not None else None) or DEFAULT_ADVANTAGE
         self.spec_snapshot = spec_snapshot(spec)
         self._warned_flat_groups = False
         first_epoch = data.epoch_tasks(0)
@@ -184,9 +188,7 @@ class Trainer:
         generated = self.scheduler.stats.generated_tokens - generated_before
         self.record_failures(step, episodes)
 
-        scores = torch.tensor([episode.score for episode in episodes], dtype=torch.float32)
-        advantages = grpo.group_advantages(scores, [episode.group for episode in episodes],
-                                           norm_by_std=self.algorithm.norm_adv_by_std)
+        advantages, advantage_metrics = self.estimate_advantages(step, episodes)
         flat_groups = self.count_flat_groups(step, episodes)
         trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
         if not trainable:
@@ -195,7 +197,7 @@ class Trainer:
                            hint="run with -v; episode_errors.jsonl in the run directory has each failure")
         self.model.train()
         update_started = time.perf_counter()
-        batch = make_batch([episodes[i] for i in trainable], advantages[trainable],
+        batch = make_batch([episodes[i] for i in trainable], [advantages[i] for i in trainable],
                            pad_token_id=self.tokenizer.pad_token_id, device=self.device)
         generator = torch.Generator().manual_seed(episode_seed(self.run.info.seed, "minibatches", step))
         actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
@@ -210,6 +212,7 @@ class Trainer:
             "epoch": epoch,
             **episode_metrics("train", episodes),
             metric_names.TRAIN_FLAT_GROUPS: flat_groups,
+            **advantage_metrics,
             **actor,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
             "perf/tokens_per_s": generated / max(rollout_seconds, 1e-9),
@@ -217,6 +220,20 @@ class Trainer:
             "perf/rollout_s": rollout_seconds,
             "perf/update_s": update_seconds,
         }
+
+    def estimate_advantages(self, step: int, episodes: list[Episode]) -> tuple[list[Any], dict[str, float]]:
+        """Per-token advantages of each episode from the run's estimator, and its metrics (`advantage/...`)."""
+        batch = AdvantageBatch(
+            episodes=tuple(scored_episode(e.group, e.trajectory, e.sequence.turn_spans, len(e.sequence))
+                           for e in episodes),
+            step=step, total_steps=self.total_steps, norm_by_std=self.algorithm.norm_adv_by_std)
+        who = f"advantage estimator {self.estimator_name!r} (backend.advantage)"
+        try:
+            result = check_advantages(self.estimator.estimate(batch), batch, who=who)
+        except AdvantageError as exc:
+            raise RunError(f"step {step}: {exc}", hint="report this to the estimator's author") from exc
+        metrics = {f"{metric_names.ADVANTAGE_PREFIX}{name}": float(value) for name, value in result.metrics.items()}
+        return result.per_token, metrics
 
     def validate(self, step: int, metrics_log: MetricsLog) -> dict[str, float]:
         """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0)."""

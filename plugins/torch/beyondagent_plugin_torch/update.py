@@ -4,7 +4,8 @@ Reads top to bottom as in verl: pad the episodes into a batch, recompute the old
 (unless there is a single optimizer step, where they equal the current ones) and the
 reference's when KL is on, without gradients; then for each PPO epoch and each mini-batch
 accumulate the loss over micro-batches and take one clipped optimizer step. The
-math (advantages, clipped loss, KL, aggregation) lives in `grpo.py`.
+math (clipped loss, KL, aggregation) lives in `grpo.py`; the advantages come from the run's
+advantage estimator (`backend.advantage`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from beyondagent_plugin_torch.rollout import Episode
 
 @attrs.define
 class TrainBatch:
-    """Right-padded sequences; `loss_mask[:, t]` says whether token t+1 was model-generated."""
+    """Right-padded sequences; `loss_mask[:, t]` says whether token t+1 was model-generated, and
+    `advantages[:, t]` is that token's advantage (from the run's advantage estimator)."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -38,25 +40,32 @@ class TrainBatch:
         width = int(self.attention_mask[index].sum(-1).max())
         return TrainBatch(self.input_ids[index, :width], self.attention_mask[index, :width],
                           self.loss_mask[index, : width - 1], self.rollout_logprobs[index, : width - 1],
-                          self.advantages[index])
+                          self.advantages[index, : width - 1])
 
 
-def make_batch(episodes: Sequence[Episode], advantages: torch.Tensor, *, pad_token_id: int,
+def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_token_id: int,
                device: torch.device) -> TrainBatch:
+    """Pad `episodes`; `advantages[i]` has one value per token of episode i's sequence (a numpy array,
+    a tensor or a list), or is a number for every model token of the episode."""
     width = max(len(episode.sequence) for episode in episodes)
     size = len(episodes)
     input_ids = torch.full((size, width), pad_token_id, dtype=torch.long)
     attention = torch.zeros((size, width), dtype=torch.long)
     loss_mask = torch.zeros((size, width - 1), dtype=torch.float32)
     logprobs = torch.zeros((size, width - 1), dtype=torch.float32)
-    for row, episode in enumerate(episodes):
+    token_advantages = torch.zeros((size, width - 1), dtype=torch.float32)
+    for row, (episode, values) in enumerate(zip(episodes, advantages, strict=True)):
         sequence, n = episode.sequence, len(episode.sequence)
         input_ids[row, :n] = torch.tensor(sequence.input_ids)
         attention[row, :n] = 1
         loss_mask[row, : n - 1] = torch.tensor(sequence.loss_mask[1:], dtype=torch.float32)
         logprobs[row, : n - 1] = torch.tensor(sequence.logprobs[1:], dtype=torch.float32)
+        values = torch.as_tensor(values, dtype=torch.float32)
+        # Position t predicts token t+1, so token t+1's advantage sits at t (like the loss mask).
+        token_advantages[row, : n - 1] = values[1:] if values.dim() else values
+    token_advantages *= loss_mask
     return TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device),
-                      logprobs.to(device), advantages.to(device, torch.float32))
+                      logprobs.to(device), token_advantages.to(device))
 
 
 def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,
@@ -103,7 +112,6 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
     single_step = config.ppo_epochs == 1 and mini_size >= batch.size
     old_logprobs = None if single_step else logprobs_in_chunks(model, batch, temperature, micro)
     ref_logprobs = logprobs_in_chunks(ref_model, batch, temperature, micro) if ref_model is not None else None
-    token_advantages = grpo.token_advantages(batch.advantages, batch.loss_mask)
     params = [p for p in model.parameters() if p.requires_grad]
     shuffle = config.ppo_epochs > 1 or mini_size < batch.size
     # seq-mean-token-sum-norm divides by a length: the whole batch's, the same for every micro-batch.
@@ -126,7 +134,7 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                 if old_logprobs is None:
                     first_pass[index, :width] = old
                 policy = grpo.policy_loss(
-                    old, logprobs, token_advantages[index, :width], part.loss_mask,
+                    old, logprobs, part.advantages, part.loss_mask,
                     clip_ratio=algorithm.clip_ratio, clip_ratio_c=algorithm.clip_ratio_c,
                     loss_agg_mode=algorithm.loss_agg_mode, **scale)
                 loss = policy.loss

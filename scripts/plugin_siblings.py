@@ -1,0 +1,28 @@
+"""Print the folders (under plugins/) of the first-party plugins a plugin's pyproject depends on.
+
+Usage: python plugin_siblings.py plugins/torch   ->   advantages
+Used by check_plugins_ship.sh, which installs them from this checkout before the plugin itself.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+
+def siblings(plugin_dir: Path) -> list[str]:
+    project = tomllib.loads((plugin_dir / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    found = []
+    for requirement in project.get("dependencies", []):
+        name = re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0).lower()
+        if name.startswith("beyondagent-plugin-"):
+            folder = name.removeprefix("beyondagent-plugin-").replace("-", "_")
+            if (plugin_dir.parent / folder / "pyproject.toml").is_file():
+                found.append(folder)
+    return found
+
+
+if __name__ == "__main__":
+    print(" ".join(siblings(Path(sys.argv[1]))))

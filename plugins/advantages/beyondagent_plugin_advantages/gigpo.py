@@ -79,8 +79,11 @@ class Gigpo:
             step = episodes[index].steps[t]
             per_token[index][step.start:step.end] += np.float32(config.step_weight * value)
         grouped = [sizes[key] for key in keys if sizes[key] > 1]
+        # anchor groups holding a step other than a first one: states the rollouts came back to
+        later = {key for (index, t), key in zip(owners, keys) if t > 0 and sizes[key] > 1}
         return Advantages(per_token=per_token, metrics={
             "anchor_groups": float(sum(1 for size in sizes.values() if size > 1)),
+            "later_anchor_groups": float(len(later)),
             "steps_in_anchor_groups": len(grouped) / len(keys) if keys else 0.0,
             "mean_anchor_group_size": float(np.mean(grouped)) if grouped else 0.0,
         })

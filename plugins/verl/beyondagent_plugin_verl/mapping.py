@@ -67,7 +67,12 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
         put("actor_rollout_ref.model.tokenizer_path", spec.model.tokenizer, "model.tokenizer")
     # GRPO (algorithm:)
     put("algorithm.adv_estimator", ADV_ESTIMATORS[algo.name], "algorithm.name")
-    put("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std")
+    advantage = spec.component("backend.advantage")
+    own_norm = getattr(advantage.config, "norm_by_std", None) if advantage is not None else None
+    if own_norm is not None:  # `backend.advantage: {name: grpo, norm_by_std: ...}` wins, as in the torch backend
+        put("algorithm.norm_adv_by_std_in_grpo", own_norm, "backend.advantage.norm_by_std")
+    else:
+        put("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std")
     put("algorithm.use_kl_in_reward", False, "algorithm.kl_coef")
     put(f"{rollout}.n", algo.group_size, "algorithm.group_size")
     put(f"{actor}.clip_ratio", algo.clip_ratio, "algorithm.clip_ratio")
@@ -141,6 +146,11 @@ def check(spec: Spec, config: VerlConfig) -> None:
         raise SpecError(f"the verl backend maps algorithm.name {', '.join(ADV_ESTIMATORS)}, not {algo.name!r}",
                         where=f"{where}, key algorithm.name",
                         hint="set algorithm.name: grpo (verl's other estimators: backend.verl.algorithm.adv_estimator)")
+    advantage = spec.component("backend.advantage")
+    if advantage is not None and advantage.name not in (None, "grpo"):
+        raise SpecError(f"the verl backend computes GRPO's advantages inside verl's trainer; the estimator "
+                        f"{advantage.name!r} is not wired into it yet", where=f"{where}, key backend.advantage.name",
+                        hint="train gigpo/adca with the torch backend, or remove backend.advantage (grpo)")
     if algo.group_size < 2:
         raise SpecError(f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a group, "
                         "so it needs at least 2", where=f"{where}, key algorithm.group_size", hint="use 4 to 16")

@@ -130,6 +130,7 @@ def test_flatten_keeps_plus_keys_and_nested_mappings() -> None:
     ({}, {"group_size": 1}, "algorithm.group_size", "at least 2"),
     ({}, {"kl_type": "nope"}, "algorithm.kl_type", "unknown"),
     ({}, {"name": "ppo"}, "algorithm.name", "grpo"),
+    ({"advantage": {"name": "gigpo"}}, {}, "backend.advantage.name", "not wired"),
 ])
 def test_impossible_settings_name_our_key(tmp_path: Path, backend: dict, algorithm: dict, key: str,
                                           words: str) -> None:
@@ -149,3 +150,9 @@ def test_bad_values_are_caught_by_the_config_class(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         spec_of(tmp_path, backend={"max_new_tokens": 512, "max_response_tokens": 256})
     assert "max_new_tokens" in str(caught.value)
+
+
+def test_the_grpo_estimators_own_norm_setting_reaches_verl(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path, backend={"advantage": {"name": "grpo", "norm_by_std": False}},
+                   algorithm={"norm_adv_by_std": True})
+    assert mapped(spec, tmp_path)["algorithm.norm_adv_by_std_in_grpo"] is False

@@ -3,6 +3,7 @@
     beyondagent run SPEC [KEY=VALUE ...] [--dry-run] [--resume] [--on-bad-record fail|skip]
     beyondagent explore SPEC [KEY=VALUE ...] [--force]
     beyondagent validate SPEC [KEY=VALUE ...]
+    beyondagent eval SPEC [KEY=VALUE ...] (--checkpoint PATH | --model NAME --base-url URL) [--split val] [--k 8]
     beyondagent plugins [--json | --requirements]
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent venv list|build|path ...
@@ -25,11 +26,12 @@ from typing import Any
 from beyondagent_core import __version__
 from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError, PluginError
+from beyondagent_core.eval_command import add_eval_parser, run_eval_command
 from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
-BUILTIN_COMMANDS = ("run", "explore", "validate", "plugins", "env", "venv")
+BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "plugins", "env", "venv")
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -64,6 +66,7 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
     explore.add_argument("--force", action="store_true",
                          help="explore again even if the cache is finished or was made from other seeds/settings")
     spec_command("validate", "Check a spec against the installed plugins without running it.")
+    add_eval_parser(commands, common)
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
     output = plugins.add_mutually_exclusive_group()
@@ -142,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_explore(args)
         if args.command == "venv":
             return run_venv_command(args)
+        if args.command == "eval":
+            return run_eval_command(args)
         if args.command in handlers:
             return int(handlers[args.command](args) or 0)
         return cmd_run(args)

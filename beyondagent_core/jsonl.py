@@ -122,6 +122,32 @@ def write_jsonl(path: str | Path, records: Iterable[Any]) -> int:
     return count
 
 
+def cut_torn_tail(path: str | Path) -> int:
+    """Cut an unterminated last line (a write killed mid-line) off an append-only JSONL file, so
+    the next append starts on a line of its own; returns the number of bytes cut."""
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    with path.open("rb+") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        handle.seek(size - 1)
+        if handle.read(1) == b"\n":
+            return 0
+        keep, position = 0, size
+        while position > 0 and not keep:
+            start = max(0, position - 65536)
+            handle.seek(start)
+            block = handle.read(position - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+            position = start
+        handle.truncate(keep)
+        return size - keep
+
+
 def append_jsonl(path: str | Path, records: Iterable[Any]) -> None:
     """Append records and fsync, so a killed process loses at most the line being written."""
     path = Path(path)

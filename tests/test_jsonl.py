@@ -300,3 +300,19 @@ def test_duplicate_task_ids_name_both_lines(tmp_path: Path) -> None:
     assert f"{path}:3" in str(info.value) and "duplicate task_id 'a' (first at line 1)" in str(info.value)
     bad = BadRecords("skip")
     assert [task.task_id for task in source.load(bad)] == ["a", "b"] and bad.count == 1
+
+
+def test_a_torn_last_line_is_cut_so_the_next_append_starts_clean(tmp_path) -> None:
+    from beyondagent_core.jsonl import append_jsonl, cut_torn_tail
+
+    path = tmp_path / "log.jsonl"
+    append_jsonl(path, [{"a": 1}, {"a": 2}])
+    assert cut_torn_tail(path) == 0
+    with path.open("ab") as handle:
+        handle.write(b'{"a": 3, "b": "torn')
+    assert cut_torn_tail(path) == len(b'{"a": 3, "b": "torn')
+    append_jsonl(path, [{"a": 4}])
+    assert path.read_text().splitlines() == ['{"a": 1}', '{"a": 2}', '{"a": 4}']
+    only_torn = tmp_path / "torn.jsonl"
+    only_torn.write_bytes(b'{"x": ')
+    assert cut_torn_tail(only_torn) == 6 and only_torn.read_bytes() == b""

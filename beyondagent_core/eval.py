@@ -1,0 +1,243 @@
+"""`beyondagent eval`: a spec's workflow, env and judges on one split, k samples per task, no training.
+
+The model is either a checkpoint (an HF model directory, a checkpoint of ours or a run directory:
+the spec's backend serves it through its `policy_llm(run)`, as it does for `llm: policy`) or any
+OpenAI-compatible endpoint. Every finished episode is appended to `episodes.jsonl` in the eval's
+directory, so an interrupted eval resumes where it stopped; the directory's name holds a hash of
+what decides the numbers (model, split, k, temperature, task limit, the spec's tasks, env,
+workflow and judges), so changing any of them starts a new one. `eval.json` and `eval.html` hold
+the summary (`beyondagent_core.eval_stats`), per origin and per task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from beyondagent_core.checks import number
+from beyondagent_core.context import RunContext, RunInfo
+from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
+from beyondagent_core.eval_stats import Sample, by_origin, summarize, task_row
+from beyondagent_core.jsonl import BadRecords, append_jsonl, cut_torn_tail
+from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
+from beyondagent_core.pipeline import Session, guarded, load_tasks
+from beyondagent_core.protocols import ChatLLM
+from beyondagent_core.rundir import run_dir_of
+from beyondagent_core.types import Task, Trajectory, Turn
+
+log = structlog.get_logger("beyondagent.eval")
+
+EPISODES_FILE = "episodes.jsonl"
+SPLITS = ("val", "train")
+# What decides an eval's numbers besides the model and the settings (the directory's hash).
+SPEC_KEYS = ("tasks", "env", "workflow", "reward", "synthetic_reward", "model")
+
+
+class EvalError(BeyondAgentError):
+    """A usage problem of `eval` (a model path that is no model, an endpoint that refuses); exit 2."""
+
+
+@attrs.frozen
+class EvalSettings:
+    split: str = attrs.field(default="val", validator=attrs.validators.in_(SPLITS))
+    k: int = attrs.field(default=8, validator=number(ge=1))
+    temperature: float = attrs.field(default=1.0, validator=number(ge=0))
+    limit: int | None = attrs.field(default=None, validator=number(ge=1))
+    concurrency: int = attrs.field(default=16, validator=number(ge=1))
+    seed: int = 0
+
+
+@attrs.frozen
+class ModelChoice:
+    """`checkpoint` (a resolved model directory) or `endpoint` (an `LLMConfig`)."""
+
+    checkpoint: Path | None = None
+    endpoint: LLMConfig | None = None
+
+    def describe(self) -> str:
+        if self.checkpoint is not None:
+            return f"checkpoint {self.checkpoint}"
+        assert self.endpoint is not None
+        return f"endpoint {self.endpoint.model} at {self.endpoint.base_url or 'the openai default'}"
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The model directory `path` means: itself, its `model/`, or a run's newest checkpoint."""
+    root = Path(path)
+    if not root.exists():
+        raise EvalError(f"checkpoint {root} does not exist", where="--checkpoint",
+                        hint="pass a model directory (with config.json), a checkpoint or a run directory")
+    if (root / "config.json").is_file():
+        return root
+    if (root / "model" / "config.json").is_file():
+        return root / "model"
+    steps = sorted((p for p in (root / "checkpoints").glob("step_*") if (p / "model" / "config.json").is_file()),
+                   key=lambda p: int("".join(ch for ch in p.name if ch.isdigit()) or 0))
+    if steps:
+        return steps[-1] / "model"
+    raise EvalError(f"{root} is not a model: no config.json there, in model/, or in a checkpoints/step_* of a run",
+                    where="--checkpoint", hint="pass an HF model directory, runs/<name>/checkpoints/step_N, "
+                                               "or the run directory runs/<name> (its newest checkpoint)")
+
+
+def eval_dir(session: Session, settings: EvalSettings, model: ModelChoice) -> Path:
+    resolved = session.spec.redacted()
+    kept = attrs.asdict(settings, filter=lambda attribute, value: attribute.name != "concurrency")
+    decided = {"model": model.describe(), "settings": kept,
+               "spec": {key: resolved.get(key) for key in SPEC_KEYS}}
+    digest = hashlib.sha256(json.dumps(decided, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return run_dir_of(session.spec) / "eval" / f"{settings.split}-k{settings.k}-{digest}"
+
+
+class SamplingDefaults:
+    """A ChatLLM passing `temperature` when the workflow does not set one itself."""
+
+    def __init__(self, llm: ChatLLM, temperature: float):
+        self.llm, self.temperature = llm, temperature
+
+    async def chat(self, messages: Any, **sampling: Any) -> Turn:
+        if sampling.get("temperature") is None:
+            sampling["temperature"] = self.temperature
+        return await self.llm.chat(messages, **sampling)
+
+
+def load_split(session: Session, split: str, limit: int | None) -> list[Task]:
+    key = f"tasks.{split}"
+    component = session.spec.component(key)
+    if component is None or component.registration is None:
+        raise SpecError(f"the spec has no {key} to evaluate on", where=f"{session.spec.path}, key {key}",
+                        hint=f"add {key} to the spec, or pick another split with --split")
+    tasks = load_tasks(session.spec, key, BadRecords("fail"))
+    return tasks[:limit] if limit else tasks
+
+
+def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[str, Any]]:
+    """The episodes an earlier, interrupted eval finished; `repair` cuts a torn last line off the file
+    (a dry run only skips it), so the next append starts a line of its own."""
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    if not path.is_file():
+        return done
+    if repair and (cut := cut_torn_tail(path)):
+        log.warning("eval.torn_line_cut", file=str(path), bytes=cut)
+    for line_number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            record = json.loads(line)
+            done[(record["sample"]["task_id"], int(record["sample"]["index"]))] = record
+        except (ValueError, KeyError, TypeError):
+            log.warning("eval.bad_line_skipped", file=str(path), line=line_number)
+    return done
+
+
+def sample_of(task: Task, index: int, trajectory: Trajectory) -> Sample:
+    reward = trajectory.reward
+    return Sample(task_id=task.task_id, origin=task.origin, index=index,
+                  score=0.0 if reward is None else float(reward.score),
+                  success=bool(reward is not None and reward.success),
+                  turns=sum(1 for turn in trajectory.turns if turn.role == "assistant"), error=trajectory.error)
+
+
+@contextlib.contextmanager
+def serve_model(context: RunContext, model: ModelChoice) -> Iterator[ChatLLM]:
+    if model.endpoint is not None:
+        yield OpenAIChat(model.endpoint, key_path="--model")
+        return
+    backend = context.spec.component("backend")
+    with guarded(backend, "building the backend"):
+        serve = getattr(backend.create(), "policy_llm", None)
+    if not callable(serve):
+        raise EvalError(f"the backend {backend.name!r} cannot serve a checkpoint in this process",
+                        where=f"{context.spec.path}, key backend.name",
+                        hint="evaluate with backend.name=torch, or serve the model (e.g. `vllm serve PATH`) and "
+                             "pass --model NAME --base-url URL")
+    with guarded(backend, "loading the checkpoint"), serve(context) as llm:
+        yield llm
+
+
+async def check_endpoint(llm: ChatLLM, model: ModelChoice) -> None:
+    """One tiny request before the eval: an endpoint that refuses is one clear error, not k x tasks."""
+    try:
+        await llm.chat([{"role": "user", "content": "Reply with OK."}], max_tokens=1)
+    except LLMError as exc:
+        raise EvalError(f"the {model.describe()} refused a test request: {exc.message}", where="--model",
+                        hint=exc.hint or "check --base-url, --model and the API key variable") from exc
+
+
+def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, out: Path | None = None,
+             show_progress: bool = True) -> dict[str, Any]:
+    """Run the eval (resuming), write eval.json and eval.html, return eval.json's content."""
+    from beyondagent_core.eval_page import write_page
+
+    spec = session.spec
+    tasks = load_split(session, settings.split, settings.limit)
+    if not tasks:
+        raise SpecError(f"tasks.{settings.split} has no tasks", where=f"{spec.path}, key tasks.{settings.split}")
+    out = out or eval_dir(session, settings, model)
+    out.mkdir(parents=True, exist_ok=True)
+    episodes_path = out / EPISODES_FILE
+    done = read_done(episodes_path)
+    jobs = [(task, index) for task in tasks for index in range(settings.k) if (task.task_id, index) not in done]
+    log.info("eval.started", out=str(out), tasks=len(tasks), k=settings.k, to_run=len(jobs), resumed=len(done),
+             model=model.describe())
+    info = RunInfo(name=f"{spec.run.name}-eval", run_dir=out, seed=settings.seed, spec=spec.redacted())
+    context = RunContext(spec=spec, info=info, manager=session.manager)
+    try:
+        if jobs:
+            asyncio.run(_run_jobs(context, model, settings, jobs, episodes_path, show_progress))
+    finally:
+        context.close()
+    records = read_done(episodes_path)
+    samples = [Sample(**records[(task.task_id, index)]["sample"]) for task in tasks for index in range(settings.k)
+               if (task.task_id, index) in records]
+    if len(samples) < len(tasks) * settings.k:
+        raise RunError(f"{len(tasks) * settings.k - len(samples)} episodes are missing from {episodes_path}",
+                       hint="run the same command again: the eval resumes")
+    by_task: dict[str, list[Sample]] = {}
+    for sample in samples:
+        by_task.setdefault(sample.task_id, []).append(sample)
+    result = {
+        "model": model.describe(), "spec": str(spec.path), "settings": attrs.asdict(settings),
+        "summary": summarize(samples, settings.k, seed=settings.seed),
+        "by_origin": by_origin(samples, settings.k, seed=settings.seed),
+        "tasks": [task_row(task_id, group) for task_id, group in by_task.items()],
+        "episodes": str(episodes_path),
+    }
+    (out / "eval.json").write_text(json.dumps(result, indent=2, default=str), encoding="utf-8")
+    write_page(result, out / "eval.html")
+    result["out"] = str(out)
+    return result
+
+
+async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSettings,
+                    jobs: list[tuple[Task, int]], episodes_path: Path, show_progress: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    runner = context.episode_runner()
+    slots = asyncio.Semaphore(settings.concurrency)
+    with serve_model(context, model) as served:
+        if model.endpoint is not None:
+            await check_endpoint(served, model)
+        llm = SamplingDefaults(served, settings.temperature)
+        with Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[info]}"), disable=not show_progress) as progress:
+            bar = progress.add_task("eval", total=len(jobs), info="")
+            successes = 0
+
+            async def one(task: Task, index: int) -> None:
+                nonlocal successes
+                async with slots:
+                    trajectory = await runner.run(task, llm)
+                sample = sample_of(task, index, trajectory)
+                append_jsonl(episodes_path, [{"sample": attrs.asdict(sample), "trajectory": trajectory.to_dict()}])
+                successes += sample.success
+                progress.update(bar, advance=1, info=f"success {successes}")
+
+            await asyncio.gather(*(one(task, index) for task, index in jobs))
+    await context.aclose()

@@ -1,0 +1,99 @@
+"""The `beyondagent eval` command: arguments, the dry run, and the printed summary (see `eval.py`).
+
+    beyondagent eval SPEC [KEY=VALUE ...] --checkpoint runs/quickstart [--split val] [--k 8]
+    beyondagent eval SPEC --model qwen2.5-7b --base-url http://gpu-box:8000/v1 --k 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    text = "Evaluate a model on a split of a spec's tasks: avg@k, best@k, pass@k, without training."
+    parser = commands.add_parser("eval", parents=[common], help=text, description=text)
+    parser.add_argument("spec", help="the spec YAML file (its tasks, env, workflow and judges are used)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dot-list overrides of the spec")
+    model = parser.add_mutually_exclusive_group(required=True)
+    model.add_argument("--checkpoint", metavar="PATH",
+                       help="an HF model directory, a checkpoint of ours, or a run directory (its newest checkpoint)")
+    model.add_argument("--model", metavar="NAME", help="the model name at an OpenAI-compatible endpoint")
+    parser.add_argument("--base-url", help="the endpoint's URL, e.g. http://127.0.0.1:8000/v1 (with --model)")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                        help="the environment variable holding the endpoint's key (default OPENAI_API_KEY)")
+    parser.add_argument("--split", choices=("val", "train"), default="val", help="which tasks (default: val)")
+    parser.add_argument("--k", type=int, default=8, help="samples per task (default 8)")
+    parser.add_argument("--temperature", type=float, default=1.0,
+                        help="sampling temperature where the workflow sets none (default 1.0; 0 = greedy)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight (default 16)")
+    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    parser.add_argument("--out", help="where to write (default: the run directory's eval/<split>-k<k>-<hash>)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
+
+
+def run_eval_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from beyondagent_core import eval as evaluation
+    from beyondagent_core import pipeline
+    from beyondagent_core.llm import LLMConfig
+    from beyondagent_core.logs import configure_logging
+
+    settings = _settings(args)
+    overrides = list(args.overrides)
+    if args.checkpoint:
+        model = evaluation.ModelChoice(checkpoint=evaluation.resolve_checkpoint(args.checkpoint).resolve())
+        overrides.append(f"model.path={model.checkpoint}")
+    else:
+        if args.base_url is not None and not args.base_url.startswith(("http://", "https://")):
+            raise evaluation.EvalError(f"--base-url must be an http(s):// URL, got {args.base_url!r}",
+                                       where="--base-url", hint="e.g. --base-url http://127.0.0.1:8000/v1")
+        model = evaluation.ModelChoice(endpoint=LLMConfig(model=args.model, base_url=args.base_url,
+                                                          api_key_env=args.api_key_env))
+    session = pipeline.prepare(args.spec, overrides)
+    configure_logging(verbose=args.verbose, level=session.spec.logging.level)
+    out = Path(args.out) if args.out else evaluation.eval_dir(session, settings, model)
+    if args.dry_run:
+        tasks = evaluation.load_split(session, settings.split, settings.limit)
+        done = evaluation.read_done(out / evaluation.EPISODES_FILE, repair=False)
+        print(f"would evaluate {model.describe()} on {len(tasks)} tasks of tasks.{settings.split} x k={settings.k} "
+              f"(temperature {settings.temperature}); {len(done)} episodes already done in {out}")
+        return 0
+    result = evaluation.evaluate(session, settings, model, out=out)
+    print_summary(result)
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from beyondagent_core.checks import FieldRangeError
+    from beyondagent_core.eval import EvalError, EvalSettings
+
+    try:
+        return EvalSettings(split=args.split, k=args.k, temperature=args.temperature, limit=args.limit,
+                            concurrency=args.concurrency, seed=args.seed)
+    except FieldRangeError as exc:
+        raise EvalError(f"--{exc.field} {exc.message}", where=f"--{exc.field}") from None
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = result["summary"]
+    table = Table(title=f"{result['model']}: tasks.{result['settings']['split']}, k={result['settings']['k']}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("95% CI", justify="right")
+    for name, value in summary.items():
+        if name.endswith("_ci95"):
+            continue
+        low_high = summary.get(f"{name}_ci95")
+        table.add_row(name, f"{value:.3f}" if isinstance(value, float) else str(value),
+                      f"[{low_high[0]:.3f}, {low_high[1]:.3f}]" if low_high else "")
+    console = Console()
+    console.print(table)
+    console.print(f"wrote {result['out']}/eval.json and eval.html")
+    print(json.dumps({key: value for key, value in summary.items() if not key.endswith("_ci95")}))

@@ -1,0 +1,99 @@
+"""`beyondagent eval` end to end: the real CLI, gymnasium FrozenLake, the react workflow and the env judge.
+
+The model is an OpenAI-compatible endpoint on loopback (`openai_server`, a stand-in for a hosted
+LLM) that always answers one move, so each task's outcome is known; the checkpoint path is tested
+with the tiny model in plugins/torch/tests/test_eval_checkpoint.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+PLUGINS = "gym,mixers,torch"
+
+pytest.importorskip("beyondagent_plugin_gym")
+
+
+def beyondagent(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BEYONDAGENT_PLUGINS": PLUGINS}
+    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    return subprocess.run([sys.executable, "-m", "beyondagent_core.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def eval_args(server: Any, out: Path, *extra: str) -> list[str]:
+    return ["eval", str(QUICKSTART), f"run.output_dir={out / 'runs'}", "tasks.val.count=6", "--model", "policy",
+            "--base-url", server.base_url, "--k", "3", "--out", str(out / "eval"), *extra]
+
+
+def test_an_endpoint_is_evaluated_and_the_eval_resumes(openai_server: Any, tmp_path: Path) -> None:
+    openai_server.responder = lambda body: "right"
+    proc = beyondagent(*eval_args(openai_server, tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    summary = result["summary"]
+    assert summary["tasks"] == 6 and summary["episodes"] == 18 and summary["errors"] == 0
+    # One move, always the same: every sample of a task ends the same way.
+    for row in result["tasks"]:
+        assert row["successes"] in (0, 3) and row["best_score"] == row["mean_score"]
+    assert summary["pass@1"] == summary["pass@3"]
+    assert 0 < summary["mean_turns"] <= 6
+    page = (tmp_path / "eval" / "eval.html").read_text()
+    assert "pass@3" in page and result["tasks"][0]["task_id"] in page
+    lines = (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 18 and json.loads(lines[0])["trajectory"]["turns"]
+
+    requests = len(openai_server.requests)
+    again = beyondagent(*eval_args(openai_server, tmp_path), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert len(openai_server.requests) == requests  # every episode was done: nothing is asked
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["summary"] == summary
+
+
+def test_an_interrupted_eval_runs_only_what_is_missing(openai_server: Any, tmp_path: Path) -> None:
+    openai_server.responder = lambda body: "down"
+    assert beyondagent(*eval_args(openai_server, tmp_path), cwd=tmp_path).returncode == 0
+    episodes = tmp_path / "eval" / "episodes.jsonl"
+    kept = episodes.read_text().splitlines()[:10]
+    episodes.write_text("\n".join(kept) + '\n{"sample": {"task_id": "tor')  # as if killed mid-line
+    before = len(openai_server.requests)
+    proc = beyondagent(*eval_args(openai_server, tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["summary"]["episodes"] == 18
+    assert len(openai_server.requests) - before > 8  # the check, then the 8 missing episodes' turns
+
+
+def test_dry_run_says_what_would_run(openai_server: Any, tmp_path: Path) -> None:
+    proc = beyondagent(*eval_args(openai_server, tmp_path, "--dry-run"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 tasks of tasks.val x k=3" in proc.stdout and not openai_server.requests
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--checkpoint", "nowhere"], "does not exist"),
+    (["--checkpoint", "."], "is not a model"),
+    (["--model", "m", "--base-url", "ftp://x"], "must be an http(s)://"),
+    (["--model", "m", "--k", "0"], "--k must be"),
+])
+def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], words: str) -> None:
+    proc = beyondagent("eval", str(QUICKSTART), f"run.output_dir={tmp_path}", *args, cwd=tmp_path)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_endpoint_that_refuses_is_one_clear_error(openai_server: Any, tmp_path: Path) -> None:
+    from beyondagent_core.testing.openai_server import Reply
+
+    openai_server.responder = lambda body: Reply.fault(401)
+    proc = beyondagent(*eval_args(openai_server, tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "refused a test request" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(openai_server.requests) <= 4  # the check (and its retries), no episodes

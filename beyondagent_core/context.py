@@ -12,42 +12,17 @@ import structlog
 from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import PluginError, RunError, SpecError
 from beyondagent_core.judging import JudgeSelector, check_judge
+from beyondagent_core.protocols import RunInfo, TrainingData  # noqa: F401 - their home before; backends import them here
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import POLICY_LLM, select_component
-from beyondagent_core.types import Task
 
 DEFAULT_ADVANTAGE = "grpo"
 
 if TYPE_CHECKING:
     from beyondagent_core.plugins import PluginManager
-    from beyondagent_core.protocols import AdvantageEstimator, ChatLLM, EnvOpener, Judge, Mixer, Workflow
+    from beyondagent_core.protocols import AdvantageEstimator, ChatLLM, EnvOpener, Judge, Workflow
     from beyondagent_core.runtime.episodes import EpisodeRunner
     from beyondagent_core.spec import Spec
-
-
-@attrs.frozen
-class RunInfo:
-    """What lifecycle hooks are told about a run (the spec with secrets redacted)."""
-
-    name: str
-    run_dir: Path
-    seed: int
-    spec: dict[str, Any]
-
-
-@attrs.define
-class TrainingData:
-    """Original and synthetic tasks, and the mixer that turns them into each epoch's list."""
-
-    original: list[Task]
-    synthetic: list[Task]
-    val: list[Task]
-    mixer: Mixer
-    seed: int
-
-    def epoch_tasks(self, epoch: int) -> list[Task]:
-        """The training tasks of `epoch` (0-based), re-mixed deterministically each epoch."""
-        return self.mixer.mix(self.original, self.synthetic, epoch=epoch, seed=self.seed)
 
 
 class PolicyProxy:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from beyondagent_core.context import RunInfo
+    from beyondagent_core.protocols import RunInfo
     from beyondagent_core.records import (
         AdvantageSpec,
         BackendSpec,

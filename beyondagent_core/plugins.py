@@ -14,6 +14,7 @@ Switches (environment variables):
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import traceback
 from collections.abc import Iterable, Sequence
@@ -31,6 +32,7 @@ log = structlog.get_logger(__name__)
 
 ENTRY_POINT_GROUP = "beyondagent"
 BUILTIN_NAME = "builtin"
+BUILTIN_MODULE = "beyondagent_core.builtin"
 Status = Literal["ok", "disabled", "error"]
 
 
@@ -136,10 +138,10 @@ class PluginManager:
         if self._loaded:
             return self
         self._loaded = True
-        from beyondagent_core import builtin
-
-        self.register(builtin, BUILTIN_NAME, distribution="beyondagent", version=__version__,
-                      value="beyondagent_core.builtin")
+        # The core's own components are a plugin like any other, loaded by name: the loader
+        # depends on no implementation (no import cycle through every built-in's config).
+        builtin = importlib.import_module(BUILTIN_MODULE)
+        self.register(builtin, BUILTIN_NAME, distribution="beyondagent", version=__version__, value=BUILTIN_MODULE)
         entry_points = _entry_points()
         if self.switches.allow:  # a listed plugin brings the plugins its distribution requires
             self.switches = attrs.evolve(self.switches, allow=_with_requirements(self.switches.allow, entry_points))

@@ -9,6 +9,7 @@ a remote one over the environment service) so many episodes share one event loop
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
@@ -17,9 +18,7 @@ from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 if TYPE_CHECKING:
     from beyondagent_core.advantages import AdvantageBatch, Advantages
-    from beyondagent_core.context import RunContext, TrainingData
     from beyondagent_core.experience import Experience
-    from beyondagent_core.jsonl import BadRecords
 
 Message = dict[str, Any]
 """A chat message: `{"role": ..., "content": ...}` (plus `tool_calls` where used)."""
@@ -43,6 +42,38 @@ class EnvStep:
     info: dict[str, Any] = attrs.field(factory=dict)
 
 
+@attrs.frozen
+class RunInfo:
+    """What lifecycle hooks are told about a run (the spec with secrets redacted)."""
+
+    name: str
+    run_dir: Path
+    seed: int
+    spec: dict[str, Any]
+
+
+@attrs.define
+class TrainingData:
+    """Original and synthetic tasks, and the mixer that turns them into each epoch's list."""
+
+    original: list[Task]
+    synthetic: list[Task]
+    val: list[Task]
+    mixer: Mixer
+    seed: int
+
+    def epoch_tasks(self, epoch: int) -> list[Task]:
+        """The training tasks of `epoch` (0-based), re-mixed deterministically each epoch."""
+        return self.mixer.mix(self.original, self.synthetic, epoch=epoch, seed=self.seed)
+
+
+class BadRecordSink(Protocol):
+    """Where a task source sends a record it cannot read: `report` raises (`--on-bad-record
+    fail`, the default) or counts and logs it (`skip`). The core passes a `jsonl.BadRecords`."""
+
+    def report(self, where: str, reason: str, *, hint: str | None = None) -> None: ...
+
+
 @runtime_checkable
 class TaskSource(Protocol):
     """Yields seed tasks (from files, an environment service, a generator).
@@ -51,7 +82,7 @@ class TaskSource(Protocol):
     skips them according to the user's `--on-bad-record`.
     """
 
-    def load(self, bad: BadRecords) -> Iterable[Task]: ...
+    def load(self, bad: BadRecordSink) -> Iterable[Task]: ...
 
 
 @runtime_checkable
@@ -222,6 +253,36 @@ class ExperienceStore(Protocol):
     def close(self) -> None: ...
 
 
+class Run(Protocol):
+    """What a run offers the components in it (the core's `context.RunContext`).
+
+    `spec` is the validated spec, `info` the run's name, directory and seed; components get the
+    run through `bind(run)` (judges, filters, estimators) or as an argument (backends).
+    """
+
+    info: RunInfo
+    resume: bool
+    policy_llm: ChatLLM | None
+
+    @property
+    def run_dir(self) -> Path: ...
+
+    @property
+    def spec(self) -> Any: ...
+
+    def build(self, key_path: str) -> Any: ...
+
+    def bound(self, obj: Any) -> Any: ...
+
+    def episode_runner(self) -> Any: ...
+
+    def chat_llm(self) -> ChatLLM | None: ...
+
+    def advantage_estimator(self) -> AdvantageEstimator: ...
+
+    def step_finished(self, step: int, metrics: dict[str, Any]) -> None: ...
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Runs training on the mixed data; returns the final metrics.
@@ -238,4 +299,4 @@ class Backend(Protocol):
     (`judges_tasks = False`, like `export`).
     """
 
-    def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]: ...
+    def train(self, data: TrainingData, run: Run) -> dict[str, Any]: ...

@@ -1,0 +1,95 @@
+"""The core's layering, checked from its source: the contract imports nothing of the implementation,
+and no module of the core takes part in an import cycle (TYPE_CHECKING and function-level imports
+count too: they are how the 22-module cycle through `plugins.py` -> `builtin.py` hid).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parents[1] / "beyondagent_core"
+CONTRACT = {"beyondagent_core.hookspecs", "beyondagent_core.records", "beyondagent_core.protocols",
+            "beyondagent_core.types", "beyondagent_core.advantages", "beyondagent_core.experience",
+            "beyondagent_core.checks", "beyondagent_core.errors"}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in CORE.rglob("*.py"):
+        name = ".".join(path.relative_to(CORE.parent).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("beyondagent_core"):
+                for alias in node.names:
+                    target = f"{node.module}.{alias.name}"
+                    graph[name].add(target if target in known else node.module)
+            elif isinstance(node, ast.Import):
+                graph[name].update(alias.name for alias in node.names if alias.name in known)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in graph:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_contract_imports_only_the_contract() -> None:
+    graph = import_graph()
+    for name in sorted(CONTRACT):
+        outside = sorted(graph[name] - CONTRACT - {"beyondagent_core"})
+        assert not outside, f"{name} imports the implementation: {outside}"
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -94,10 +94,13 @@ class LoggingSection:
 
 @attrs.define
 class PluginsSection:
-    """`require`: PEP 508 strings checked against installed versions; `disable`: plugin names."""
+    """`require`: PEP 508 strings checked against installed versions; `disable`: plugin names;
+    `settings`: per-plugin settings for plugins no component section selects (lifecycle-hook
+    plugins such as `notify`), by plugin name; each plugin documents and checks its own."""
 
     require: list[str] = attrs.field(factory=list)
     disable: list[str] = attrs.field(factory=list)
+    settings: dict[str, Any] = attrs.field(factory=dict)
 
 
 CORE_SECTIONS: dict[str, type] = {

@@ -1,0 +1,106 @@
+"""One run's notifications: its settings, the stall watchdog, and the messages' text."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import structlog
+
+from beyondagent_core.checks import FieldRangeError, number
+
+log = structlog.get_logger("beyondagent.notify")
+
+ENV_URLS = "BEYONDAGENT_NOTIFY_URLS"
+EVENTS = ("finished", "failed", "stalled")
+MASK = "***"  # what the core writes in place of a secret in the run's spec
+HEADLINE = ("steps", "train/reward_mean", "train/success_rate", "val/pass@1", "val/reward_mean")
+
+
+def _check_events(instance: Any, attribute: attrs.Attribute, value: list[str]) -> None:
+    unknown = sorted(set(value) - set(EVENTS))
+    if unknown:
+        raise ValueError(f"events: unknown {', '.join(unknown)} (known: {', '.join(EVENTS)})")
+
+
+@attrs.define
+class NotifySettings:
+    urls: list[str] = attrs.field(factory=list)
+    stall_minutes: float = attrs.field(default=30.0, validator=number(ge=0))
+    events: list[str] = attrs.field(factory=lambda: list(EVENTS), validator=_check_events)
+
+
+def settings_of(run: Any) -> NotifySettings | None:
+    """The run's settings (`plugins.settings.notify` and $BEYONDAGENT_NOTIFY_URLS); None if they are bad."""
+    block = dict(((run.spec.get("plugins") or {}).get("settings") or {}).get("notify") or {})
+    env_urls = os.environ.get(ENV_URLS, "").replace(",", " ").split()
+    urls = [url for url in block.pop("urls", None) or [] if url and url != MASK]
+    try:
+        settings = NotifySettings(urls=[*urls, *env_urls], **block)
+    except (TypeError, ValueError, FieldRangeError) as exc:
+        log.warning("notify.bad_settings", error=str(exc), where="plugins.settings.notify",
+                    hint=f"keys: urls, stall_minutes (>= 0), events ({', '.join(EVENTS)}); no notifications this run")
+        return None
+    return settings
+
+
+def headline(metrics: dict[str, Any]) -> str:
+    parts = [f"{key} {metrics[key]:.3g}" if isinstance(metrics[key], float) else f"{key} {metrics[key]}"
+             for key in HEADLINE if key in metrics]
+    return ", ".join(parts) or "no metrics"
+
+
+class RunWatch:
+    """Notifies about one run; a watchdog thread reports a stall once per quiet spell."""
+
+    def __init__(self, run: Any, settings: NotifySettings):
+        self.run, self.settings = run, settings
+        self.started = self.last_step_at = time.monotonic()
+        self.last_step: int | None = None
+        self.last_metrics: dict[str, Any] = {}
+        self._stalled = False
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if "stalled" in self.settings.events and self.settings.stall_minutes > 0:
+            self._thread = threading.Thread(target=self._watch, name="notify-stall-watch", daemon=True)
+            self._thread.start()
+
+    def step(self, step: int, metrics: dict[str, Any]) -> None:
+        self.last_step, self.last_metrics = step, dict(metrics)
+        self.last_step_at = time.monotonic()
+        self._stalled = False
+
+    def finish(self, status: str, metrics: dict[str, Any]) -> None:
+        self._done.set()
+        event = "finished" if status == "ok" else "failed"
+        if event not in self.settings.events:
+            return
+        minutes = (time.monotonic() - self.started) / 60
+        report = Path(self.run.run_dir) / "report.html"
+        body = [f"{headline({**self.last_metrics, **metrics})}", f"{minutes:.1f} min, run directory {self.run.run_dir}"]
+        if report.is_file():
+            body.append(f"report: {report}")
+        if event == "failed":
+            body.append("see events.jsonl in the run directory for the error")
+        self.send(f"beyondagent: run {self.run.name} {event}", "\n".join(body))
+
+    def _watch(self) -> None:
+        limit = self.settings.stall_minutes * 60
+        while not self._done.wait(timeout=min(limit / 4, 30.0)):
+            quiet = time.monotonic() - self.last_step_at
+            if quiet >= limit and not self._stalled:
+                self._stalled = True
+                after = "the start" if self.last_step is None else f"step {self.last_step}"
+                self.send(f"beyondagent: run {self.run.name} stalled",
+                          f"no training step for {quiet / 60:.1f} min (since {after}); run directory {self.run.run_dir}")
+
+    def send(self, title: str, body: str) -> None:
+        from beyondagent_plugin_notify.sender import send
+
+        send(self.settings.urls, title, body)

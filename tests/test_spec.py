@@ -157,7 +157,7 @@ def test_defaults_are_filled_into_resolved(registry: Registry) -> None:
     assert resolved["algorithm"]["clip_ratio_c"] == 3.0
     assert resolved["algorithm"]["kl_type"] == "low_var_kl"
     assert resolved["algorithm"]["loss_agg_mode"] == "token-mean"
-    assert resolved["plugins"] == {"require": [], "disable": []}
+    assert resolved["plugins"] == {"require": [], "disable": [], "settings": {}}
     assert resolved["tasks"] == {"train": {"name": "jsonl", "path": "train.jsonl", "limit": None}, "val": None}
     assert resolved["env"] == {"name": None, "service": "local", "serve_args": []}
     assert resolved["explore"] == {"name": None, "n": 0, "workers": 4, "cache": None, "executor": "local",

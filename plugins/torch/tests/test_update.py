@@ -88,3 +88,17 @@ def test_config_rejects_nonsense() -> None:
     for bad in ({"batch_size": 0}, {"lr": 0}, {"top_p": 1.5}, {"temperature": -1}, {"mini_batch_size": 0}):
         with pytest.raises(ValueError):
             attrs.evolve(TorchConfig(), **bad)
+
+
+def test_per_token_advantages_sit_where_their_tokens_are_predicted() -> None:
+    _, tokenizer = load_policy("tiny")
+    episodes, _ = episodes_for(tokenizer, 3)
+    per_token = [torch.arange(len(e.sequence), dtype=torch.float32) + 100 * row for row, e in enumerate(episodes)]
+    batch = make_batch(episodes, [values.numpy() for values in per_token], pad_token_id=tokenizer.pad_token_id,
+                       device=torch.device("cpu"))
+    for row, episode in enumerate(episodes):
+        n = len(episode.sequence)
+        mask = torch.tensor(episode.sequence.loss_mask[1:], dtype=torch.float32)
+        # position t predicts token t + 1: it carries token t + 1's advantage, and only on model tokens
+        assert torch.equal(batch.advantages[row, : n - 1], per_token[row][1:] * mask)
+        assert batch.advantages[row, n - 1:].sum() == 0

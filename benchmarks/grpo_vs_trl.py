@@ -140,6 +140,11 @@ class Trial:
     def step_seconds(self) -> list[float]:
         return [later - earlier for earlier, later in zip(self.step_ends, self.step_ends[1:])]
 
+    @property
+    def update_seconds(self) -> list[float]:
+        """Steps 2..N less their rollout: the update half (loss, backward, optimizer, logging)."""
+        return [step - rollout for step, rollout in zip(self.step_seconds, self.rollout_seconds[1:])]
+
 
 # --- the two sides, each run in a child process ---------------------------------------------------
 
@@ -345,6 +350,7 @@ class Summary:
     high: float
     step_s: float
     rollout_s: float
+    update_s: float
     peak_mib: float
     over_imports_mib: float
     tokens: float
@@ -358,6 +364,7 @@ def summarize(trials: list[Trial]) -> Summary:
         samples_per_s=statistics.median(rates), low=min(rates), high=max(rates),
         step_s=statistics.median(s for trial in trials for s in trial.step_seconds),
         rollout_s=median_or_nan([s for trial in trials for s in trial.rollout_seconds[1:]]),
+        update_s=median_or_nan([s for trial in trials for s in trial.update_seconds]),
         peak_mib=max(trial.peak_rss_kib for trial in trials) / 1024,
         over_imports_mib=statistics.median(t.peak_rss_kib - t.rss_after_imports_kib for t in trials) / 1024,
         tokens=statistics.fmean(x for trial in trials for x in trial.completion_tokens),
@@ -375,15 +382,16 @@ def print_table(rows: list[tuple[Setup, dict[str, Summary]]]) -> None:
     from rich.table import Table
 
     table = Table(title="GRPO steady-state throughput, tiny Qwen2 on CPU (64 completions/step)")
-    for name in ("config", "side", "samples/s (min-max)", "step s", "rollout s", "peak RSS MiB", "over imports",
-                 "tokens/compl", "reward step1 -> last", "ours/TRL"):
+    for name in ("config", "side", "samples/s (min-max)", "step s", "rollout s", "update s", "peak RSS MiB",
+                 "over imports", "tokens/compl", "reward step1 -> last", "ours/TRL"):
         table.add_column(name, justify="left" if name in ("config", "side") else "right")
     for setup, summaries in rows:
         ratio = summaries["ours"].samples_per_s / summaries["trl"].samples_per_s
         for side in SIDES:
             s = summaries[side]
             table.add_row(setup.label, side, f"{s.samples_per_s:.1f} ({s.low:.1f}-{s.high:.1f})", f"{s.step_s:.3f}",
-                          f"{s.rollout_s:.3f}", f"{s.peak_mib:.0f}", f"{s.over_imports_mib:.0f}", f"{s.tokens:.1f}",
+                          f"{s.rollout_s:.3f}", f"{s.update_s:.3f}", f"{s.peak_mib:.0f}", f"{s.over_imports_mib:.0f}",
+                          f"{s.tokens:.1f}",
                           f"{s.reward_first:.2f} -> {s.reward_last:.2f}", f"{ratio:.2f}" if side == "ours" else "")
     Console(width=140).print(table)
 
@@ -439,13 +447,18 @@ def main(argv: list[str]) -> int:
             trials += [trial for side in SIDES for trial in results[side]]
     print_table(rows)
     versions = {name: version for trial in trials for name, version in trial.versions.items()}
-    print("step s, rollout s: medians over steps 2..N of all trials; rollout s: ours = the rollout "
-          "(perf/rollout_s), TRL = _generate_and_score_completions (generation, reward, ref log-probs when KL is on)")
+    print("step s, rollout s, update s: medians over steps 2..N of all trials; rollout s: ours = the rollout "
+          "(perf/rollout_s), TRL = _generate_and_score_completions (generation, reward, ref log-probs when KL is on); "
+          "update s: the rest of the step (loss, backward, optimizer step, logging)")
     print("peak RSS: ru_maxrss of each child process (wait4), max over trials; over imports: peak minus the RSS "
           "after importing torch, Qwen2 and the side's trainer (median)")
     print(f"{', '.join(f'{name} {version}' for name, version in sorted(versions.items()))}; torch threads per "
           f"child: {', '.join(map(str, sorted({trial.threads for trial in trials})))}; "
           f"total {time.perf_counter() - started:.0f} s")
+    for setup, summaries in rows:  # each half as a speed ratio: TRL's seconds / ours, above 1 we are faster
+        ours, trl = summaries["ours"], summaries["trl"]
+        print(f"{setup.label}: rollout_speed_ratio_vs_trl {trl.rollout_s / ours.rollout_s:.2f}, "
+              f"update_speed_ratio_vs_trl {trl.update_s / ours.update_s:.2f}")
     headline = rows[0]
     ratio = headline[1]["ours"].samples_per_s / headline[1]["trl"].samples_per_s
     print(f"samples_per_s_ratio_vs_trl: {ratio:.2f}")

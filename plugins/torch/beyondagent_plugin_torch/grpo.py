@@ -300,8 +300,8 @@ def policy_loss(
     *,
     clip_ratio: float = 0.2,
     clip_ratio_low: float | None = None,
-    clip_ratio_high: float | None = None,
-    clip_ratio_c: float = 3.0,
+    clip_ratio_high: float | Tensor | None = None,
+    clip_ratio_c: float | Tensor = 3.0,
     loss_agg_mode: str = "token-mean",
     normalizer: float | None = None,
     loss_scale_factor: float | None = None,
@@ -311,8 +311,9 @@ def policy_loss(
     r = exp(clamp(log p - log p_old, -20, 20)), eps_low / eps_high default to `clip_ratio`;
     L = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)); where A < 0, L = min(L, -A c) with c = `clip_ratio_c`
     (dual-clip PPO, https://arxiv.org/abs/1912.09729: a negative advantage cannot push by more than c).
+    `clip_ratio_high` and `clip_ratio_c` may be tensors broadcasting over [B, T] (per-row clips).
     """
-    if not clip_ratio_c > 1.0:
+    if not bool(torch.all(torch.as_tensor(clip_ratio_c) > 1.0)):
         raise ValueError(f"clip_ratio_c (the dual-clip bound) must be greater than 1.0, got {clip_ratio_c}")
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
@@ -320,7 +321,11 @@ def policy_loss(
     log_ratio = (log_prob - old_log_prob).clamp(min=-20.0, max=20.0)
     ratio = log_ratio.exp()
     unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1 - low, 1 + high)
+    if isinstance(high, Tensor):
+        bounded = torch.minimum(torch.clamp(ratio, min=1 - low), 1 + high.to(ratio.dtype))
+    else:
+        bounded = ratio.clamp(1 - low, 1 + high)
+    clipped = -advantages * bounded
     clipped_loss = torch.maximum(unclipped, clipped)
     dual_bound = -advantages * clip_ratio_c
     negative = advantages < 0

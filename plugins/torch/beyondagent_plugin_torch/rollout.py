@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 import attrs
 
+from beyondagent_core.experience import Experience
 from beyondagent_core.runtime.episodes import EpisodeRunner
+from beyondagent_core.runtime.guidance import GuidedLLM
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
@@ -27,6 +29,8 @@ class Episode:
     group: int
     trajectory: Trajectory
     sequence: TokenSequence
+    guided: bool = False  # the policy was shown experiences (`experience`)
+    off_policy: bool = False  # trained on tokens other than those it saw (a stripped guided episode)
 
     @property
     def score(self) -> float:
@@ -45,16 +49,22 @@ def episode_seed(*parts: object) -> int:
 
 async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, scheduler: ChatScheduler,
                   template: ChatTemplate, sampling: Sampling, max_episode_tokens: int, max_concurrency: int,
-                  seed: tuple[object, ...]) -> list[Episode]:
-    """Run `(group, task)` jobs, at most `max_concurrency` at once; results keep the jobs' order."""
+                  seed: tuple[object, ...], guides: Sequence[Sequence[Experience] | None] | None = None,
+                  ) -> list[Episode]:
+    """Run `(group, task)` jobs, at most `max_concurrency` at once; results keep the jobs' order.
+
+    `guides[i]`, when given and not None, are the experiences job i's policy is shown (`GuidedLLM`).
+    """
     slots = asyncio.Semaphore(max_concurrency)
 
     async def one(index: int, group: int, task: Task) -> Episode:
         async with slots:
-            llm = PolicyChat(scheduler, template, sampling, episode=index, max_episode_tokens=max_episode_tokens,
-                             seed=episode_seed(*seed, index))
+            chat = PolicyChat(scheduler, template, sampling, episode=index, max_episode_tokens=max_episode_tokens,
+                              seed=episode_seed(*seed, index))
+            experiences = guides[index] if guides is not None else None
+            llm = GuidedLLM(chat, experiences) if experiences else chat
             with scheduler.episode():
                 trajectory = await runner.run(task, llm)
-            return Episode(group=group, trajectory=trajectory, sequence=llm.sequence)
+            return Episode(group=group, trajectory=trajectory, sequence=chat.sequence, guided=bool(experiences))
 
     return list(await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs))))

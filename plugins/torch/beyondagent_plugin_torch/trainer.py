@@ -31,6 +31,7 @@ from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.failures import FailureTally, check_failures
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
+from beyondagent_core.runtime.guidance import Guidance, stripped_sequence, trains_stripped
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
@@ -96,6 +97,9 @@ class Trainer:
         self.config, self.data, self.run, self.algorithm = config, data, run, spec.algorithm
         self.runner = run.episode_runner()  # env, workflow and judge fail here, before the model loads
         self.estimator = run.advantage_estimator()
+        experience = spec.component("experience")
+        self.guidance = (Guidance(experience.block, run.build("experience"))
+                         if experience is not None and experience.registration is not None else None)
         self.estimator_name = (spec.component("backend.advantage").name
                                if spec.component("backend.advantage") is not None else None) or DEFAULT_ADVANTAGE
         self.spec_snapshot = spec_snapshot(spec)
@@ -183,10 +187,15 @@ class Trainer:
         jobs = [(group, task) for group, task in enumerate(tasks) for _ in range(self.algorithm.group_size)]
         sampling = Sampling(self.config.temperature, self.config.top_p, self.config.max_new_tokens)
         generated_before = self.scheduler.stats.generated_tokens
-        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step))
+        guides = None
+        if self.guidance is not None:
+            guides = self.guidance.guides(tasks, self.algorithm.group_size, seed=(self.run.info.seed, "guides", step))
+        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step), guides=guides)
         rollout_seconds = time.perf_counter() - started
         generated = self.scheduler.stats.generated_tokens - generated_before
         self.record_failures(step, episodes)
+        if self.guidance is not None:
+            self.strip_guided(episodes)
 
         advantages, advantage_metrics = self.estimate_advantages(step, episodes)
         flat_groups = self.count_flat_groups(step, episodes)
@@ -200,16 +209,22 @@ class Trainer:
         batch = make_batch([episodes[i] for i in trainable], [advantages[i] for i in trainable],
                            pad_token_id=self.tokenizer.pad_token_id, device=self.device)
         generator = torch.Generator().manual_seed(episode_seed(self.run.info.seed, "minibatches", step))
+        off_policy_clip = None
+        if self.guidance is not None:
+            off_policy_clip = (self.guidance.block.off_clip_high, self.guidance.block.dual_clip)
         actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
-                            config=self.config, temperature=self.config.temperature or 1.0, generator=generator)
+                            config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
+                            off_policy_clip=off_policy_clip)
         self.lr_schedule.step()
         self.model.eval()
         check_finite(step, self.model, actor)
         update_seconds = time.perf_counter() - update_started
         self.write_samples(metrics_log, step, "train", episodes)
+        experience_metrics = self.learn_from(step, episodes) if self.guidance is not None else {}
         step_seconds = time.perf_counter() - started
         return {
             "epoch": epoch,
+            **experience_metrics,
             **episode_metrics("train", episodes),
             metric_names.TRAIN_FLAT_GROUPS: flat_groups,
             **advantage_metrics,
@@ -235,6 +250,23 @@ class Trainer:
         metrics = {f"{metric_names.ADVANTAGE_PREFIX}{name}": float(value) for name, value in result.metrics.items()}
         return result.per_token, metrics
 
+    def strip_guided(self, episodes: list[Episode]) -> None:
+        """Guided episodes trained without their experience (`experience.training`) get the replayed,
+        experience-free token sequence and are marked off-policy for the loss."""
+        for episode in episodes:
+            reward = episode.trajectory.reward
+            success = bool(reward is not None and reward.success)
+            if episode.guided and episode.trainable and trains_stripped(self.guidance.block.training, success):
+                episode.sequence = stripped_sequence(episode.trajectory, self.template)
+                episode.off_policy = True
+
+    def learn_from(self, step: int, episodes: list[Episode]) -> dict[str, float]:
+        """Summarize the step's episodes into the experience store; the experience metrics."""
+        trajectories = [episode.trajectory for episode in episodes if episode.trajectory.error is None]
+        added = asyncio.run(self.guidance.learn(trajectories, step))
+        success = [bool(e.trajectory.reward is not None and e.trajectory.reward.success) for e in episodes]
+        return self.guidance.metrics([e.guided for e in episodes], success, added)
+
     def validate(self, step: int, metrics_log: MetricsLog) -> dict[str, float]:
         """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0)."""
         sampling = Sampling(self.config.val_temperature, self.config.top_p, self.config.max_new_tokens)
@@ -249,11 +281,12 @@ class Trainer:
         log.info("train.validated", step=step, **val)
         return val
 
-    def rollout(self, jobs: list[tuple[int, Task]], sampling: Sampling, seed: tuple[object, ...]) -> list[Episode]:
+    def rollout(self, jobs: list[tuple[int, Task]], sampling: Sampling, seed: tuple[object, ...],
+                guides: list[Any] | None = None) -> list[Episode]:
         return asyncio.run(rollout(
             jobs, runner=self.runner, scheduler=self.scheduler, template=self.template, sampling=sampling,
             max_episode_tokens=self.config.max_episode_tokens, max_concurrency=self.config.max_concurrency,
-            seed=seed))
+            seed=seed, guides=guides))
 
     def step_tasks(self, step: int) -> tuple[int, list[Task]]:
         """The epoch and tasks of `step` (1-based): the data position follows from the step alone."""

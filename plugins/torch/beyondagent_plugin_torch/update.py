@@ -30,6 +30,7 @@ class TrainBatch:
     loss_mask: torch.Tensor
     rollout_logprobs: torch.Tensor
     advantages: torch.Tensor
+    off_policy: torch.Tensor | None = None  # [B] bool: rows trained on other tokens than they were sampled with
 
     @property
     def size(self) -> int:
@@ -40,7 +41,8 @@ class TrainBatch:
         width = int(self.attention_mask[index].sum(-1).max())
         return TrainBatch(self.input_ids[index, :width], self.attention_mask[index, :width],
                           self.loss_mask[index, : width - 1], self.rollout_logprobs[index, : width - 1],
-                          self.advantages[index, : width - 1])
+                          self.advantages[index, : width - 1],
+                          None if self.off_policy is None else self.off_policy[index])
 
 
 def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_token_id: int,
@@ -64,8 +66,9 @@ def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_to
         # Position t predicts token t+1, so token t+1's advantage sits at t (like the loss mask).
         token_advantages[row, : n - 1] = values[1:] if values.dim() else values
     token_advantages *= loss_mask
+    off_policy = torch.tensor([bool(getattr(episode, "off_policy", False)) for episode in episodes])
     return TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device),
-                      logprobs.to(device), token_advantages.to(device))
+                      logprobs.to(device), token_advantages.to(device), off_policy.to(device))
 
 
 def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,
@@ -103,8 +106,13 @@ def logprobs_in_chunks(model: Any, batch: TrainBatch, temperature: float, chunk:
 
 
 def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: TrainBatch, *,
-                algorithm: Any, config: Any, temperature: float, generator: torch.Generator) -> dict[str, float]:
-    """Update the policy on `batch`; returns the actor metrics of this step."""
+                algorithm: Any, config: Any, temperature: float, generator: torch.Generator,
+                off_policy_clip: tuple[float, float] | None = None) -> dict[str, float]:
+    """Update the policy on `batch`; returns the actor metrics of this step.
+
+    Off-policy rows (`batch.off_policy`: experience-guided episodes trained without the experience)
+    take their sampling log-probs as the old policy's, and `off_policy_clip` = (upper clip, dual
+    clip) instead of the algorithm's."""
     micro = config.micro_batch_size
     mini_size = config.mini_batch_size or batch.size
     # With one optimizer step per batch the policy is still the one that sampled: the old log-probs
@@ -133,10 +141,15 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                 old = logprobs.detach() if old_logprobs is None else old_logprobs[index, :width]
                 if old_logprobs is None:
                     first_pass[index, :width] = old
-                policy = grpo.policy_loss(
-                    old, logprobs, part.advantages, part.loss_mask,
-                    clip_ratio=algorithm.clip_ratio, clip_ratio_c=algorithm.clip_ratio_c,
-                    loss_agg_mode=algorithm.loss_agg_mode, **scale)
+                clip = {"clip_ratio": algorithm.clip_ratio, "clip_ratio_c": algorithm.clip_ratio_c}
+                if off_policy_clip is not None and part.off_policy is not None and bool(part.off_policy.any()):
+                    rows = part.off_policy[:, None]
+                    old = torch.where(rows, part.rollout_logprobs, old)  # the behaviour policy saw the experience
+                    high, dual = off_policy_clip
+                    clip["clip_ratio_high"] = torch.where(rows, high, algorithm.clip_ratio)
+                    clip["clip_ratio_c"] = torch.where(rows, dual, algorithm.clip_ratio_c)
+                policy = grpo.policy_loss(old, logprobs, part.advantages, part.loss_mask,
+                                          loss_agg_mode=algorithm.loss_agg_mode, **clip, **scale)
                 loss = policy.loss
                 kl = None
                 if ref_logprobs is not None and algorithm.kl_coef > 0:

@@ -293,3 +293,22 @@ def test_policy_loss_uses_the_aggregation_mode_and_normalizer() -> None:
 def test_dual_clip_bound_must_exceed_one() -> None:
     with pytest.raises(ValueError, match="clip_ratio_c"):
         grpo.policy_loss(tensor([[0.0]]), tensor([[0.0]]), tensor([[1.0]]), tensor([[1.0]]), clip_ratio_c=1.0)
+
+
+def test_per_row_clips_equal_the_scalar_loss_of_each_row() -> None:
+    # Off-policy (experience-stripped) rows get their own upper clip and dual clip: per row, the
+    # loss is the one the scalar settings give that row alone.
+    generator = torch.Generator().manual_seed(0)
+    old = -torch.rand(4, 6, generator=generator, dtype=torch.float64)
+    new = old + torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    advantages = torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    mask = torch.ones(4, 6, dtype=torch.float64)
+    off = torch.tensor([True, False, True, False])[:, None]
+    high = torch.where(off, torch.tensor(0.6, dtype=torch.float64), 0.2)
+    dual = torch.where(off, torch.tensor(5.0, dtype=torch.float64), 3.0)
+    mixed = grpo.policy_loss(old, new, advantages, mask, clip_ratio=0.2, clip_ratio_high=high, clip_ratio_c=dual,
+                             loss_agg_mode="seq-mean-token-sum")
+    rows = [grpo.policy_loss(old[i:i + 1], new[i:i + 1], advantages[i:i + 1], mask[i:i + 1], clip_ratio=0.2,
+                             clip_ratio_high=0.6 if bool(off[i]) else 0.2, clip_ratio_c=5.0 if bool(off[i]) else 3.0,
+                             loss_agg_mode="seq-mean-token-sum").loss for i in range(4)]
+    close(mixed.loss, torch.stack(rows).mean())

@@ -102,3 +102,28 @@ def test_per_token_advantages_sit_where_their_tokens_are_predicted() -> None:
         # position t predicts token t + 1: it carries token t + 1's advantage, and only on model tokens
         assert torch.equal(batch.advantages[row, : n - 1], per_token[row][1:] * mask)
         assert batch.advantages[row, n - 1:].sum() == 0
+
+
+def test_off_policy_rows_are_clipped_against_their_sampling_log_probs() -> None:
+    # Stripped experience-guided rows were sampled by the policy *with* the experience: their old
+    # log-probs are the recorded ones (-1.0 here, far from the model's), so their ratios clip; the
+    # same batch on-policy has ratio 1 everywhere (one optimizer step: old = current) and never clips.
+    model, tokenizer = load_policy("tiny")
+    episodes, advantages = episodes_for(tokenizer, 8)
+    on_policy = make_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    for episode in episodes[::2]:
+        episode.off_policy = True
+    off_policy = make_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    assert off_policy.off_policy.tolist() == [True, False] * 4
+    algorithm, config = AlgorithmSection(kl_coef=0.0), TorchConfig(micro_batch_size=8)
+
+    def clip_fraction(batch, off_policy_clip) -> float:
+        policy = copy.deepcopy(model)
+        optimizer = torch.optim.SGD(policy.parameters(), lr=0.0)
+        metrics = grpo_update(policy, None, optimizer, batch, algorithm=algorithm, config=config,
+                              temperature=1.0, generator=torch.Generator().manual_seed(0),
+                              off_policy_clip=off_policy_clip)
+        return metrics["actor/clip_fraction"]
+
+    assert clip_fraction(on_policy, (0.6, 3.0)) == 0
+    assert clip_fraction(off_policy, (0.6, 3.0)) > 0

@@ -4,6 +4,7 @@
     beyondagent explore SPEC [KEY=VALUE ...] [--force]
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent eval SPEC [KEY=VALUE ...] (--checkpoint PATH | --model NAME --base-url URL) [--split val] [--k 8]
+    beyondagent report RUN_DIR
     beyondagent plugins [--json | --requirements]
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent venv list|build|path ...
@@ -31,7 +32,7 @@ from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
-BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "plugins", "env", "venv")
+BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "plugins", "env", "venv")
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -67,6 +68,10 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
                          help="explore again even if the cache is finished or was made from other seeds/settings")
     spec_command("validate", "Check a spec against the installed plugins without running it.")
     add_eval_parser(commands, common)
+    report = commands.add_parser("report", parents=[common], help="Draw a run's report.html again from its records.",
+                                 description="Draw <run dir>/report.html from its metrics.jsonl and samples.jsonl "
+                                             "(any backend's run, finished or still running).")
+    report.add_argument("run_dir", help="the run directory, e.g. runs/quickstart")
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
     output = plugins.add_mutually_exclusive_group()
@@ -147,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_venv_command(args)
         if args.command == "eval":
             return run_eval_command(args)
+        if args.command == "report":
+            return cmd_report(args)
         if args.command in handlers:
             return int(handlers[args.command](args) or 0)
         return cmd_run(args)
@@ -191,6 +198,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     Console(stderr=False).print(f"[bold green]run finished[/]: {json.dumps(metrics, default=str)}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from beyondagent_core.errors import DataError
+    from beyondagent_core.run_records import METRICS_FILE, SAMPLES_FILE
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir() or not ((run_dir / METRICS_FILE).is_file() or (run_dir / SAMPLES_FILE).is_file()):
+        raise DataError(f"{run_dir} is not a run directory: it has no {METRICS_FILE} or {SAMPLES_FILE}",
+                        where=str(run_dir), hint="pass the directory a run wrote, e.g. runs/quickstart")
+    try:
+        import matplotlib  # noqa: F401 - the report draws its curves with it
+    except ImportError:
+        raise DataError("the report needs matplotlib", hint="pip install matplotlib") from None
+    from beyondagent_core.report import write_report
+
+    print(f"wrote {write_report(run_dir)}")
     return 0
 
 

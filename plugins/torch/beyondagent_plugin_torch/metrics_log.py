@@ -4,16 +4,12 @@
 (fsynced, so a killed run keeps every finished step) and, when TensorBoard is wanted, the same
 scalars to `<run_dir>/tensorboard/`. Values that are not finite numbers never reach TensorBoard;
 in JSON, NaN and infinities are written as null. `write_samples` keeps a few whole episodes per
-step in `<run_dir>/samples.jsonl` for the report. `read_metrics` / `read_samples` read them back
-and tolerate a truncated last line.
+step in `<run_dir>/samples.jsonl` for the report (`beyondagent_core.run_records` reads them back).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import math
-import numbers
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -22,15 +18,21 @@ from typing import Any, Self
 
 import structlog
 
+from beyondagent_core import metric_names
 from beyondagent_core.errors import BeyondAgentError
 from beyondagent_core.jsonl import append_jsonl
+from beyondagent_core.run_records import (  # noqa: F401 - read_* re-exported for the backend's callers
+    METRICS_FILE,
+    SAMPLES_FILE,
+    finite_scalar,
+    json_safe,
+    read_metrics,
+    read_samples,
+)
 from beyondagent_core.types import Trajectory
-from beyondagent_plugin_torch import metric_names
 
 log = structlog.get_logger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
-SAMPLES_FILE = "samples.jsonl"
 TENSORBOARD_DIR = "tensorboard"
 
 
@@ -89,80 +91,6 @@ class MetricsLog:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
-
-
-def finite_scalar(value: Any) -> float | None:
-    """`value` as a float if it is a finite real number (a one-element tensor counts), else None."""
-    if isinstance(value, str | bytes):
-        return None
-    if not isinstance(value, numbers.Real) and hasattr(value, "item"):
-        try:
-            value = value.item()  # torch / numpy scalars and one-element tensors
-        except (ValueError, RuntimeError, TypeError):
-            return None
-    if not isinstance(value, numbers.Real):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
-
-
-def json_safe(value: Any) -> Any:
-    """`value` with NaN and infinities (anywhere inside) as None and tensor/numpy scalars as plain numbers."""
-    if value is None or isinstance(value, bool | str):
-        return value
-    if isinstance(value, Mapping):
-        return {str(key): json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(item) for item in value]
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return finite_scalar(value)
-    if hasattr(value, "item"):  # torch / numpy values
-        try:
-            return json_safe(value.item())
-        except (ValueError, RuntimeError, TypeError):
-            return json_safe(value.tolist()) if hasattr(value, "tolist") else str(value)
-    return value
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of `<run_dir>/metrics.jsonl` in file order ([] when there is none).
-
-    A truncated last line (a killed run) is dropped quietly; a malformed line elsewhere, or a
-    record without an integer `step`, is skipped with a warning.
-    """
-    return [record for record in _read_lines(Path(run_dir) / METRICS_FILE) if _has_step(record)]
-
-
-def read_samples(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of `<run_dir>/samples.jsonl` (see `read_metrics` for bad lines)."""
-    records = _read_lines(Path(run_dir) / SAMPLES_FILE)
-    return [record for record in records if _has_step(record) and isinstance(record.get("trajectory"), dict)]
-
-
-def _has_step(record: dict[str, Any]) -> bool:
-    step = record.get(metric_names.STEP)
-    return isinstance(step, int) and not isinstance(step, bool)
-
-
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number != len(lines):  # the last line of a killed run may be cut off: expected
-                log.warning("metrics.bad_line", where=f"{path}:{number}", reason=exc.msg)
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
 
 
 def _open_summary_writer(log_dir: Path, wanted: bool | None, purge_step: int | None = None) -> Any:

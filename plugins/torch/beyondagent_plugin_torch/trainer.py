@@ -26,6 +26,7 @@ from typing import Any
 import structlog
 import torch
 
+from beyondagent_core import metric_names
 from beyondagent_core.advantages import AdvantageBatch, AdvantageError, check_advantages, scored_episode
 from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
@@ -35,7 +36,6 @@ from beyondagent_core.runtime.guidance import Guidance, stripped_sequence, train
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
-from beyondagent_plugin_torch import metric_names
 from beyondagent_plugin_torch.checkpoint import (
     check_resumable,
     checkpoints,
@@ -353,7 +353,7 @@ class Trainer:
         log.info("train.checkpoint_saved", step=step, path=str(path))
 
     def write_report(self) -> Path | None:
-        from beyondagent_plugin_torch.report import write_report
+        from beyondagent_core.report import write_report
 
         try:
             path = write_report(self.run.run_dir, title=self.run.info.name)

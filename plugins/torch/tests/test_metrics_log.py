@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from beyondagent_plugin_torch import metric_names as m
 from beyondagent_plugin_torch.metrics_log import MetricsLog, read_metrics, read_samples
 
+from beyondagent_core import metric_names as m
 from beyondagent_core.errors import BeyondAgentError
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 

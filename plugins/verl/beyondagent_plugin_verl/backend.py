@@ -111,7 +111,9 @@ class VerlBackend:
         self._preflight(composed)
         if resumed_from is not None:
             log.info("verl.resume", checkpoint_step=resumed_from)
-        return self._launch(run, Path(composed["config"]), venv, steps=written.steps)
+        final = self._launch(run, Path(composed["config"]), venv, steps=written.steps)
+        final["report"] = str(write_run_report(run.run_dir))
+        return final
 
     def _preflight(self, composed: dict[str, Any]) -> None:
         loop = composed["agent_loop"]
@@ -417,3 +419,16 @@ class _EpisodeReader:
         """The training episodes verl rolled out for `step` (read up to now)."""
         self._read()
         return self.by_step.pop(step, [])
+
+
+def write_run_report(run_dir: Path) -> Path | None:
+    """`report.html` from the `metrics.jsonl` and `samples.jsonl` this backend wrote (the torch backend's
+    page: the same metric names); a report that cannot be drawn is a warning, never a failed run."""
+    from beyondagent_core.report import write_report
+
+    try:
+        return write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 - the run has finished; only its page is missing
+        log.warning("verl.report_failed", error=f"{type(exc).__name__}: {exc}",
+                    hint=f"beyondagent report {run_dir} draws it again")
+        return None

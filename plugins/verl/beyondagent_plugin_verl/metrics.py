@@ -1,8 +1,8 @@
-"""verl's step metrics -> the names our `metrics.jsonl` uses (the torch backend's `metric_names`).
+"""verl's step metrics -> the names our `metrics.jsonl` uses (`beyondagent_core.metric_names`).
 
 verl's file logger (`trainer.logger: file`, `VERL_FILE_LOGGER_PATH`) writes one JSON line per step,
 `{"step": N, "data": {"critic/score/mean": ..., ...}}`. Each mapped name below is the same string
-as in `beyondagent_plugin_torch.metric_names` (a test checks it), so the report, TensorBoard and
+as in `beyondagent_core.metric_names` (a test checks it), so the report, TensorBoard and
 the viewer read both backends' runs alike. verl's own names are kept too, under `verl/`.
 """
 

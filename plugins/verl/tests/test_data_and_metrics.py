@@ -79,6 +79,21 @@ def test_verl_step_metrics_map_to_our_names() -> None:
 
 
 def test_our_names_are_the_torch_backends_names() -> None:
-    names = pytest.importorskip("beyondagent_plugin_torch.metric_names")
+    from beyondagent_core import metric_names as names
+
     assert set(metric_map.MAPPING) <= set(names.ALL)
     assert {metric_map.VAL_REWARD_MEAN, metric_map.VAL_PASS_AT_1} == {names.VAL_REWARD_MEAN, names.VAL_PASS_AT_1}
+
+
+def test_a_verl_run_gets_the_same_report(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    from beyondagent_plugin_verl.backend import write_run_report
+
+    from beyondagent_core.jsonl import append_jsonl
+
+    for step in (1, 2, 3):  # what the backend writes from verl's step metrics
+        verl_line = {"critic/score/mean": 0.1 * step, "response_length/mean": 10.0 + step, "actor/entropy": 2.0,
+                     "actor/pg_clipfrac": 0.05, "actor/grad_norm": 1.0, "training/epoch": 0}
+        append_jsonl(tmp_path / "metrics.jsonl", [{"step": step, "time": float(step), **metric_map.map_step(verl_line)}])
+    page = write_run_report(tmp_path).read_text()
+    assert "Reward" in page and page.count("data:image/png;base64,") >= 2

@@ -1,7 +1,8 @@
 """The names of the metrics the trainer writes to `metrics.jsonl`, in one place.
 
-The trainer writes them, `metrics_log` stores them, `report` draws them: all three import
-these constants so a renamed metric cannot silently drop out of the report.
+Every backend writes them (the torch trainer directly, the verl backend by mapping verl's names),
+`run_records` reads them, `report` and the viewer draw them: all import these constants, so a
+renamed metric cannot silently drop out of the report.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_plugin_torch import metric_names as m
-from beyondagent_plugin_torch.metrics_log import finite_scalar, read_metrics, read_samples
+from beyondagent_core import metric_names as m
+from beyondagent_core.run_records import finite_scalar, read_metrics, read_samples
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

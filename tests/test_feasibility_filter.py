@@ -143,3 +143,24 @@ def test_hindsight_tasks_from_an_exploration_all_pass_replay(tmp_path: Path) -> 
     assert result.failures == 0 and len(result.tasks) >= 3
     assert result.dropped_by_filter["feasibility"] == 0
     assert feasibility.stats["kept"] == len(result.tasks)
+
+
+def test_an_unreachable_llm_stops_the_filter_instead_of_dropping_everything(openai_server) -> None:
+    # Offline, the llm solver's every run fails before a reward: that is one clear error (what
+    # happened, what to do), not every synthetic task dropped as "infeasible".
+    tasks = [goal_task("a", 0, 2, ["right", "right"]), goal_task("b", 2, 2, ["down", "down"])]
+    dead = OpenAIChat(LLMConfig(model="m", base_url="http://127.0.0.1:9/v1", timeout=2.0, max_llm_retries=0))
+    flt = Feasibility(FeasibilityConfig(solver="llm"), runner=runner(), llm=dead)
+    with pytest.raises(RunError, match="could not run any of its 2 checks") as error:
+        keep(flt, tasks)
+    assert "solver: replay" in error.value.hint and "solver (llm)" in error.value.where
+
+
+def test_some_failed_runs_only_drop_their_tasks(openai_server) -> None:
+    from beyondagent_core.testing.openai_server import Reply
+
+    task, other = goal_task("good", 0, 2, ["right", "right"]), goal_task("b", 2, 2, ["down", "down"])
+    openai_server.responder = lambda body: (Reply.fault(400) if "row 2" in body["messages"][1]["content"]
+                                            else "Action: right")
+    flt = Feasibility(FeasibilityConfig(solver="llm", concurrency=1), runner=runner(), llm=client(openai_server))
+    assert keep(flt, [task, other]) == [task] and flt.stats["run_errors"] == 1

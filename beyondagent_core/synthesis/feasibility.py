@@ -11,6 +11,9 @@ initial state, the task's own judge) by one of two solvers:
   hindsight tasks.
 
 A task is kept when any of `attempts` runs ends without error and its reward says success.
+When not one of a batch's runs gets as far as a reward (the `llm` solver offline, an endpoint
+that refuses), the filter stops the exploration with that error instead of dropping every task
+as infeasible; some failed runs are a warning with the first error.
 With `rewrite_reference` a kept task's `ground_truth` becomes the actions of the successful
 run (for `replay`, the prefix of the reference that already succeeded). The run services
 come from `bind(run)` (the core calls it after building the filter); tests pass `runner` and
@@ -129,6 +132,8 @@ class Feasibility:
         self.runner = runner
         self.llm = llm
         self.stats: Counter[str] = Counter()
+        self._first_error: str | None = None
+        self._runs = 0
 
     def bind(self, run: RunContext) -> None:
         """Take the run's episode runner (and its chat LLM for the `llm` solver)."""
@@ -139,7 +144,20 @@ class Feasibility:
     async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]:
         self._check_ready()
         limit = asyncio.Semaphore(self.config.concurrency)
+        before = self.stats["run_errors"], self._runs
         checked = await asyncio.gather(*(self._check(task, limit) for task in candidates))
+        errors, runs = self.stats["run_errors"] - before[0], self._runs - before[1]
+        if runs and errors == runs:
+            # Not one re-run got as far as a reward: the solver cannot work here (offline, no endpoint),
+            # which would otherwise drop every synthetic task as "infeasible", quietly.
+            hint = ("the llm solver asks the spec's `llm`: check that it is reachable, or use solver: replay "
+                    "(replays each reference, no LLM)" if self.config.solver == "llm"
+                    else "check the env and the workflow: every replay failed to run")
+            raise RunError(f"the feasibility filter could not run any of its {runs} checks; the first error: "
+                           f"{self._first_error}", where=f"{WHERE}, key solver ({self.config.solver})", hint=hint)
+        if errors:
+            log.warning("feasibility.runs_failed", failed=errors, of=runs, first_error=self._first_error,
+                        hint="these tasks were dropped as unverified; see the log for each")
         return [task for task in checked if task is not None]
 
     def _check_ready(self) -> None:
@@ -159,8 +177,10 @@ class Feasibility:
             episode_task, llm = self._episode(task, actions)
             async with limit:
                 trajectory = await self.runner.run(episode_task, llm)  # type: ignore[union-attr]
+            self._runs += 1
             if trajectory.error is not None:
                 self.stats["run_errors"] += 1
+                self._first_error = self._first_error or trajectory.error
                 log.info("feasibility.run_failed", task=task.task_id, attempt=attempt, error=trajectory.error)
             elif trajectory.reward is not None and trajectory.reward.success:
                 self.stats["kept"] += 1

@@ -11,7 +11,10 @@
 `implementation` is the spec block selecting the component (as it would appear in a spec);
 the suite builds it through the registry, so the registration, the config class and the
 factory are all exercised. Inline plugins can be registered in an autouse fixture with
-`register_plugin`. `EnvContract` also needs the fixture `tasks`: a few tasks to reset on.
+`register_plugin`. `EnvContract` also needs the fixture `tasks` (a few tasks the env can reset
+on); `JudgeContract` the fixture `cases` (`(task, trajectory)` pairs, one rewarded, one not).
+Advantage estimators and experience stores have their suites in `advantage_contract` and
+`experience_contract`.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ import pytest
 
 from beyondagent_core.envs.local import LocalAsyncEnv
 from beyondagent_core.jsonl import BadRecords
+from beyondagent_core.judging import check_judge
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import select_component
-from beyondagent_core.types import Reward, Task
+from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 
 class _Contract:
@@ -215,3 +219,44 @@ class EnvContract(_Contract):
         _assert_messages(reset.messages, "reset().messages")
         _assert_messages(step.observation, "step().observation")
         assert isinstance(reward.score, float)
+
+
+class JudgeContract(_Contract):
+    """What every judge (a `reward` component) must do.
+
+    Besides `implementation`, give the fixture `cases`: a few `(task, trajectory)` pairs the judge
+    should be able to score, at least one it rewards (`success`) and one it does not. Checked: the
+    registration builds a judge of the right shape (`async score` -> `Reward`, checked as the core
+    checks it when a run builds it), scores are finite floats, success and failure are told apart,
+    the same case scores the same twice, an empty or failed trajectory scores without raising.
+    """
+
+    kind = "reward"
+
+    @pytest.fixture
+    def cases(self) -> list[tuple[Task, Trajectory]]:
+        raise pytest.UsageError(f"{type(self).__name__} must define the fixture `cases`: [(task, trajectory), ...]")
+
+    def score(self, judge: Any, task: Task, trajectory: Trajectory) -> Reward:
+        reward = asyncio.run(judge.score(task, trajectory))
+        assert isinstance(reward, Reward), f"score() returned {type(reward).__name__}, not Reward"
+        return reward
+
+    def test_has_the_shape_the_core_checks(self, component: Any) -> None:
+        check_judge(component, "the judge under test")
+
+    def test_scores_are_finite_and_tell_success_from_failure(self, component: Any, cases) -> None:
+        rewards = [self.score(component, task, trajectory) for task, trajectory in cases]
+        assert all(isinstance(r.score, float) and math.isfinite(r.score) for r in rewards)
+        assert any(r.success for r in rewards) and not all(r.success for r in rewards), \
+            "give `cases` at least one the judge rewards and one it does not"
+
+    def test_the_same_case_scores_the_same(self, component: Any, cases) -> None:
+        for task, trajectory in cases:
+            assert self.score(component, task, trajectory) == self.score(component, task, trajectory)
+
+    def test_an_empty_or_failed_trajectory_scores_without_raising(self, component: Any, cases) -> None:
+        task = cases[0][0]
+        for trajectory in (Trajectory(task=task), Trajectory(task=task, turns=[Turn("user", "?")], error="crashed")):
+            reward = self.score(component, task, trajectory)
+            assert math.isfinite(reward.score) and not reward.success

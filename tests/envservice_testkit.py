@@ -60,7 +60,9 @@ class ToyEnv:
         self._sleep("slow")
         self._sleep("hang")
         if self.task is not None and self.task.metadata.get("fail"):
-            raise ValueError("the toy env fails on purpose")
+            raise RuntimeError("the toy env fails on purpose")  # an env bug
+        if self.task is not None and self.task.metadata.get("reject"):
+            raise ValueError(f"the toy env cannot take {action.get('content')!r}")  # the caller's input
         self.steps += 1
         done = self.steps >= self.config.max_steps
         return EnvStep(observation=[{"role": "user", "content": f"echo {action.get('content')}"}],

@@ -33,13 +33,13 @@ def test_sigterm_closes_every_instance_and_the_token_is_never_logged(tmp_path: P
             ids.append(data["info"]["instance_id"])
         stats = httpx.get(f"{url}/stats", headers=headers).json()["data"]
         assert stats["live"] == 2 and stats["env"] == "frozenlake"
-        # An env that raises: one line to the client, the traceback in the server's log.
+        # Stepping on past the episode's end: the service itself answers 409, one line, no traceback.
         for _ in range(8):
             reply = httpx.post(f"{url}/step", headers=headers,
                                json={"instance_id": ids[0], "messages": {"role": "assistant", "content": "?"}})
             if reply.status_code != 200:
                 break
-        assert reply.status_code == 500 and "step() after the episode ended" in reply.json()["error"]
+        assert reply.status_code == 409 and "the episode has ended" in reply.json()["error"]
         assert "Traceback" not in reply.text
         proc.send_signal(signal.SIGTERM)
         # uvicorn re-raises the signal once shut down, so the exit reads as SIGTERM (after cleanup).

@@ -84,7 +84,7 @@ def test_errors_timeouts_and_tainted_actors() -> None:
         async def main() -> None:
             async with client.env("toy") as bad:
                 await bad.reset(Task("bad", metadata={"fail": True}))
-                with pytest.raises(EnvServiceError, match="ValueError: the toy env fails on purpose"):
+                with pytest.raises(EnvServiceError, match="RuntimeError: the toy env fails on purpose"):
                     await bad.step({"role": "assistant", "content": "x"})
             hung = client.env("toy")
             await hung.reset(Task("hung", metadata={"hang": True}))

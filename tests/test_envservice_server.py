@@ -167,7 +167,7 @@ def test_env_exception_is_500_with_one_line_and_the_server_goes_on() -> None:
     with running_server() as served:
         instance = create(served.url, "bad", task=Task("bad", metadata={"fail": True}).to_dict())
         message = error(post(served.url, "step", instance_id=instance, messages=ACTION), 500)
-        assert message == "step() failed in the toy env: ValueError: the toy env fails on purpose"
+        assert message == "step() failed in the toy env: RuntimeError: the toy env fails on purpose"
         reply = post(served.url, "create", env_type="toy", task_id="r",
                      params={"task": Task("r", metadata={"fail_reset": True}).to_dict()})
         assert error(reply, 500) == "reset() failed in the toy env: RuntimeError: reset exploded"

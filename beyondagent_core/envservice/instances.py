@@ -127,6 +127,7 @@ class Instance:
     calls: int = 0
     busy: int = 0
     broken: str | None = None
+    finished: bool = False  # a step ended the episode: another step is the client's mistake
 
     def info(self, now: float) -> dict[str, Any]:
         return {"instance_id": self.instance_id, "task_id": self.task_id, "calls": self.calls,
@@ -233,6 +234,10 @@ class InstancePool:
                                        "release it and create a new one")
                 if instance.instance_id not in self.instances:
                     raise _unknown(instance.instance_id)  # released while this call waited
+                if method == "step" and instance.finished:
+                    raise ServiceError(409, "episode_finished",
+                                       f"instance {instance.instance_id!r}: the episode has ended (a step returned "
+                                       "terminated); evaluate or release it, or create a new instance")
                 if method not in EXPECTED and not await self.host.has_method(instance.handle, method):
                     raise ServiceError(404, "unknown_method",
                                        f"the {self.env_name} env has no method {method!r}")
@@ -241,6 +246,8 @@ class InstancePool:
                                              instance.instance_id, instance.handle, instance)
                 if method in EXPECTED:
                     _check_type(method, result)
+                if method == "step" and getattr(result, "terminated", False):
+                    instance.finished = True
                 return result
         finally:
             instance.busy -= 1
@@ -330,7 +337,7 @@ class InstancePool:
             "call_timeout_s": self.limits.call_timeout,
             "broken": sum(1 for inst in self.instances.values() if inst.broken),
             **{key: self.counts[key] for key in ("created", "released", "reaped", "timeouts", "hung_calls",
-                                                 "env_errors", "rejected_full", "closed_at_shutdown")},
+                                                 "env_errors", "bad_input", "rejected_full", "closed_at_shutdown")},
             **(self.host.stats() if callable(getattr(self.host, "stats", None)) else {}),
         }
 
@@ -370,6 +377,13 @@ class InstancePool:
             raise
         except asyncio.CancelledError:
             raise
+        except ValueError as exc:
+            # The env's verdict on what the client sent (task metadata it cannot build, an action it
+            # cannot take): a 400 naming it, not a 500 of ours. The instance stays usable.
+            self.counts["bad_input"] += 1
+            log.info("envservice.bad_input", instance=instance_id, method=method, error=one_line(exc))
+            raise ServiceError(400, "bad_input", f"{method}() rejected its input in the {self.env_name} env: "
+                               f"{one_line(exc)}") from None
         except Exception as exc:  # noqa: BLE001 - the env's bug: one line to the client, traceback in our log
             self.counts["env_errors"] += 1
             if getattr(exc, "actor_died", False):

@@ -38,6 +38,7 @@ from beyondagent_core.types import Task
 log = structlog.get_logger("beyondagent.envservice")
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+DRAIN_BYTES = 64 * 1024 * 1024  # an oversized body read and dropped before its 413 (see EnvService._body)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -163,17 +164,23 @@ class EnvService:
                                "missing or wrong bearer token: send 'Authorization: Bearer <token>'")
 
     async def _body(self, request: HttpRequest) -> bytes:
+        """The body, at most `max_body_bytes`. A larger one is read on (and thrown away) up to
+        `DRAIN_BYTES` before the 413, so a plain HTTP client that sends its whole body before reading
+        gets the answer instead of a reset connection; past that the connection is cut."""
         limit = self.max_body_bytes
         length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
+        if length is not None and length.isdigit() and int(length) > max(limit, DRAIN_BYTES):
             raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
             size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
+            if size > max(limit, DRAIN_BYTES):
+                break
+            if size <= limit:
+                chunks.append(chunk)
+        if size > limit:
+            raise _too_large(limit)
         return b"".join(chunks)
 
 

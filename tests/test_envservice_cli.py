@@ -46,7 +46,7 @@ def test_sigterm_closes_every_instance_and_the_token_is_never_logged(tmp_path: P
         assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
     log = log_path.read_text()
     assert "envservice.shutdown" in log and "closed=2" in log
-    assert "envservice.env_error" in log and "Traceback (most recent call last)" in log
+    assert "envservice.env_error" not in log  # a client stepping past the end is not an env error
     assert TOKEN not in log
 
 

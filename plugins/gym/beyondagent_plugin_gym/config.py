@@ -23,10 +23,13 @@ class FrozenLakeConfig:
 
     `p` is the probability that a tile is frozen (the rest are holes). With `is_slippery` the
     player moves in the chosen direction only a third of the time (gymnasium's dynamics).
-    A task's own `metadata` (map, size, p, is_slippery) wins over these defaults.
+    A task's own `metadata` (map, size, p, is_slippery) wins over these defaults, up to `max_size`
+    tiles a side: a task cannot make the env build a map of any size it likes (a request of an
+    env service is untrusted input).
     """
 
     size: int = 4
+    max_size: int = 64
     p: float = 0.8
     is_slippery: bool = False
     max_steps: int = 20
@@ -95,6 +98,8 @@ def check_map_params(size: Any, p: Any, prefix: str = "") -> None:
 def check_frozenlake_config(config: FrozenLakeConfig) -> None:
     check_episode_config(config)
     check_map_params(config.size, config.p)
+    if not (isinstance(config.max_size, int) and config.max_size >= config.size):
+        raise ValueError(f"max_size must be an integer >= size ({config.size}), got {config.max_size!r}")
 
 
 def check_tasks_config(config: GymTasksConfig) -> None:

@@ -49,13 +49,16 @@ class FrozenLake(TextGymEnv):
         rows = meta.rows("map")
         recorded: dict[str, Any] = {"seed": seed}
         if rows is None:
-            size = meta.integer("size", self.config.size, minimum=2)
+            size = meta.integer("size", self.config.size, minimum=2, maximum=self.config.max_size)
             p = meta.number("p", self.config.p)
             if not 0 < p <= 1:
                 raise meta.error("p", "a number in (0, 1]", p)
             rows = [str(row) for row in generate_random_map(size=size, p=p, seed=seed)]
             recorded.update(size=size, p=p)
         else:
+            if max(len(rows), len(rows[0])) > self.config.max_size:
+                raise meta.error("map", f"at most {self.config.max_size} tiles a side (the env's max_size)",
+                                 f"{len(rows)}x{len(rows[0])}")
             _check_tiles(meta, rows)
             square = len(rows) == len(rows[0])
             if "size" in meta and (not square or meta.integer("size", 2) != len(rows)):

@@ -108,6 +108,8 @@ def test_a_map_in_the_metadata_wins_over_the_seed() -> None:
         ({"map": ["SS", "FG"]}, "metadata.map"),
         ({"map": ["SF", "FF"]}, "metadata.map"),
         ({"map": MAP_3X3, "size": 4}, "metadata.size"),
+        ({"size": 100_000}, "metadata.size"),  # an env service must not build what a request asks for
+        ({"map": ["S" + "F" * 70] + ["F" * 71] * 69 + ["F" * 70 + "G"]}, "metadata.map"),
     ],
 )
 def test_bad_metadata_is_a_one_line_value_error(metadata, key: str) -> None:
@@ -246,6 +248,7 @@ def test_methods_before_reset_and_close_twice() -> None:
         ({"max_steps": 0}, "max_steps"),
         ({"invalid_action_reward": float("nan")}, "invalid_action_reward"),
         ({"tasks_per_split": 0}, "tasks_per_split"),
+        ({"size": 8, "max_size": 4}, "max_size"),
     ],
 )
 def test_bad_config_raises_value_error_naming_the_key(config, key: str) -> None:

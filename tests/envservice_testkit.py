@@ -107,16 +107,18 @@ class Served:
 @contextlib.contextmanager
 def running_server(factory: Callable[[], Any] = ToyEnv, *, env_name: str = "toy", ttl: float = 600.0,
                    max_instances: int = 64, call_timeout: float = 10.0, token: str | None = None,
-                   max_body_bytes: int = 4 * 1024 * 1024, host: Any = None) -> Iterator[Served]:
+                   max_body_bytes: int = 4 * 1024 * 1024, host: Any = None, header_timeout: float = 10.0,
+                   body_timeout: float = 30.0, max_connections: int = 1024) -> Iterator[Served]:
     """The real app and uvicorn on a free loopback port, in a thread, for the `with` block."""
     import uvicorn
 
     host = host if host is not None else ThreadHost(factory, threads=8)
     pool = InstancePool(host, PoolLimits(ttl=ttl, max_instances=max_instances, call_timeout=call_timeout),
                         env_name=env_name)
-    app = create_app(pool, token=token, max_body_bytes=max_body_bytes)
+    app = create_app(pool, token=token, max_body_bytes=max_body_bytes, body_timeout=body_timeout)
     sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn_config(app, graceful_s=2))
+    server = uvicorn.Server(uvicorn_config(app, graceful_s=2, header_timeout=header_timeout,
+                                           max_connections=max_connections))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = url_of(sock)

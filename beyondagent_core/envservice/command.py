@@ -2,7 +2,8 @@
 
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--host 127.0.0.1] [--port 8000]
         [--instances thread|ray|process] [--ttl SECONDS] [--max-instances N] [--call-timeout SECONDS]
-        [--token-env VAR] [--max-body-bytes N] [--threads N] [--inline-calls]
+        [--token-env VAR] [--max-body-bytes N] [--header-timeout S] [--body-timeout S] [--max-connections N]
+        [--threads N] [--inline-calls]
         [--ray-num-cpus X] [--ray-envs-per-actor N] [--ray-max-actors N] [--ray-address ADDR]
         [--process-warm N] [--process-max-workers N]
 
@@ -55,6 +56,13 @@ def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="require 'Authorization: Bearer <token>' with the token read from this variable")
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024,
                        help="largest request body accepted (default 4 MiB)")
+    serve.add_argument("--header-timeout", type=float, default=10.0,
+                       help="seconds a connection may take to send a request's headers before it is closed "
+                            "(slow clients; default 10)")
+    serve.add_argument("--body-timeout", type=float, default=30.0,
+                       help="seconds a request's body may take to arrive before 408 (default 30)")
+    serve.add_argument("--max-connections", type=int, default=1024,
+                       help="open connections served at once; past it requests get 503 (default 1024)")
     serve.add_argument("--threads", type=int, default=16, help="worker threads for env calls (thread mode)")
     serve.add_argument("--inline-calls", action="store_true",
                        help="run env calls on the event loop, not worker threads: fastest for envs whose calls "
@@ -124,6 +132,11 @@ def serve_command(args: argparse.Namespace) -> int:
         raise BeyondAgentError(str(exc), where=WHERE) from None
     if args.max_body_bytes < 1024:
         raise BeyondAgentError(f"--max-body-bytes must be at least 1024, got {args.max_body_bytes}", where=WHERE)
+    for flag, value in (("--header-timeout", args.header_timeout), ("--body-timeout", args.body_timeout)):
+        if not value > 0:
+            raise BeyondAgentError(f"{flag} must be more than 0 seconds, got {value}", where=WHERE)
+    if args.max_connections < 1:
+        raise BeyondAgentError(f"--max-connections must be at least 1, got {args.max_connections}", where=WHERE)
     name, factory = env_factory(args.env, parse_config(args.config))
     if args.instances == "ray":
         from beyondagent_core.envservice.ray_instances import RayHost, RayOptions
@@ -145,7 +158,7 @@ def serve_command(args: argparse.Namespace) -> int:
     else:
         host = ThreadHost(factory, threads=max(1, args.threads), inline=args.inline_calls)
     pool = InstancePool(host, limits, env_name=name)
-    app = create_app(pool, token=token, max_body_bytes=args.max_body_bytes)
+    app = create_app(pool, token=token, max_body_bytes=args.max_body_bytes, body_timeout=args.body_timeout)
     try:
         sock = bind(args.host, args.port)
     except OSError as exc:
@@ -156,7 +169,8 @@ def serve_command(args: argparse.Namespace) -> int:
                     hint="anyone who can reach this port can run the env; set --token-env")
     log.info("envservice.starting", env=name, instances=args.instances, ttl=limits.ttl,
              max_instances=limits.max_instances, call_timeout=limits.call_timeout, auth=token is not None)
-    serve(app, sock, graceful_s=limits.call_timeout + 5, exit_with_parent=args.exit_with_parent)
+    serve(app, sock, graceful_s=limits.call_timeout + 5, exit_with_parent=args.exit_with_parent,
+          header_timeout=args.header_timeout, max_connections=args.max_connections)
     if pool.counts["hung_calls"]:
         # A hung env call holds a worker thread that Python would join at exit, forever.
         log.warning("envservice.exit_with_hung_calls", hung_calls=pool.counts["hung_calls"])

@@ -32,6 +32,12 @@ from starlette.routing import Route
 from beyondagent_core.envservice import protocol
 from beyondagent_core.envservice.instances import InstancePool
 from beyondagent_core.envservice.protocol import Request, ServiceError
+from beyondagent_core.envservice.slow_clients import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    guarded_protocol,
+)
 from beyondagent_core.protocols import OPTIONAL_ENV_METHODS
 from beyondagent_core.types import Task
 
@@ -53,10 +59,11 @@ class EnvService:
     """The endpoints, over one `InstancePool`."""
 
     def __init__(self, pool: InstancePool, *, token: str | None = None,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES):
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, body_timeout: float = DEFAULT_BODY_TIMEOUT):
         self.pool = pool
         self._token = None if not token else f"Bearer {token}".encode()
         self.max_body_bytes = max_body_bytes
+        self.body_timeout = body_timeout
         self.calls: Counter[str] = Counter()
         self.errors: Counter[int] = Counter()
 
@@ -173,12 +180,17 @@ class EnvService:
             raise _too_large(limit)
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max(limit, DRAIN_BYTES):
-                break
-            if size <= limit:
-                chunks.append(chunk)
+        try:
+            async with asyncio.timeout(self.body_timeout):  # a body sent a byte at a time ends here
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > max(limit, DRAIN_BYTES):
+                        break
+                    if size <= limit:
+                        chunks.append(chunk)
+        except TimeoutError:
+            raise ServiceError(408, "body_timeout", f"the request body did not arrive within {self.body_timeout:g}s "
+                               "(--body-timeout)") from None
         if size > limit:
             raise _too_large(limit)
         return b"".join(chunks)
@@ -203,10 +215,10 @@ def _task_from(req: Request, task_id: str) -> Task:
     return task
 
 
-def create_app(pool: InstancePool, *, token: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Starlette:
+def create_app(pool: InstancePool, *, token: str | None = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+               body_timeout: float = DEFAULT_BODY_TIMEOUT) -> Starlette:
     """The Starlette app; its lifespan runs the idle reaper and closes every instance at shutdown."""
-    service = EnvService(pool, token=token, max_body_bytes=max_body_bytes)
+    service = EnvService(pool, token=token, max_body_bytes=max_body_bytes, body_timeout=body_timeout)
     routes = [Route(f"/{name}", service.endpoint(name), methods=["POST"]) for name in protocol.POST_ENDPOINTS]
     routes += [Route("/healthz", service.healthz, methods=["GET"]),
                Route("/stats", service.stats, methods=["GET"])]
@@ -258,13 +270,19 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def uvicorn_config(app: Starlette, *, graceful_s: float) -> Any:
-    """uvicorn tuned for many small requests: httptools/uvloop when installed, no access log."""
+def uvicorn_config(app: Starlette, *, graceful_s: float, header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+                   max_connections: int = DEFAULT_MAX_CONNECTIONS) -> Any:
+    """uvicorn tuned for many small requests: httptools/uvloop when installed, no access log; a
+    deadline on request headers and a connection cap (`slow_clients`)."""
     import uvicorn
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
 
+    protocol = import_from_string(HTTP_PROTOCOLS["httptools" if _installed("httptools") else "h11"])
     return uvicorn.Config(
         app,
-        http="httptools" if _installed("httptools") else "h11",
+        http=guarded_protocol(protocol, header_timeout),
+        limit_concurrency=max_connections,
         loop="uvloop" if _installed("uvloop") else "asyncio",
         lifespan="on",
         log_level="warning",
@@ -275,11 +293,13 @@ def uvicorn_config(app: Starlette, *, graceful_s: float) -> Any:
     )
 
 
-def serve(app: Starlette, sock: socket.socket, *, graceful_s: float, exit_with_parent: int | None = None) -> None:
+def serve(app: Starlette, sock: socket.socket, *, graceful_s: float, exit_with_parent: int | None = None,
+          header_timeout: float = DEFAULT_HEADER_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
     """Run until SIGTERM/SIGINT (uvicorn's handlers) or until the parent `exit_with_parent` dies."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn_config(app, graceful_s=graceful_s))
+    server = uvicorn.Server(uvicorn_config(app, graceful_s=graceful_s, header_timeout=header_timeout,
+                                           max_connections=max_connections))
     if exit_with_parent:
         threading.Thread(target=_watch_parent, args=(server, exit_with_parent), daemon=True).start()
     print(f"envservice listening on {url_of(sock)}", flush=True)

@@ -1,0 +1,70 @@
+"""Slow clients cannot hold the env service: a deadline for each request's headers and a connection cap.
+
+uvicorn times out idle keep-alive connections but not a request whose headers arrive a byte at
+a time (slowloris): hundreds of such connections, opened before any token is checked, used to
+stay forever and starve the file descriptors `/healthz` needs. `guarded_protocol(base, seconds)`
+wraps uvicorn's HTTP protocol class (h11 or httptools) so that a connection whose request headers
+are not complete `seconds` after it opened (or after its previous response) is closed. The body
+has its own deadline in the app (`EnvService._body`, 408), and uvicorn's `limit_concurrency`
+caps connections (503 past it). The auth check runs as soon as the headers are in, before the body
+is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("beyondagent.envservice")
+
+DEFAULT_HEADER_TIMEOUT = 10.0
+DEFAULT_BODY_TIMEOUT = 30.0
+DEFAULT_MAX_CONNECTIONS = 1024
+
+
+def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float) -> type[asyncio.Protocol]:
+    """`base` with a deadline on every request's headers (see the module docstring)."""
+
+    class HeaderDeadline(base):  # type: ignore[misc, valid-type]
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._in_request():
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()  # the next request on this connection gets its own deadline
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _in_request(self) -> bool:
+            cycle = getattr(self, "cycle", None)
+            return cycle is not None and not cycle.response_complete
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = asyncio.get_running_loop().call_later(header_timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self._in_request() and not self.transport.is_closing():
+                log.info("envservice.slow_client_closed", seconds=header_timeout)
+                self.transport.close()
+
+    HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"
+    return HeaderDeadline

@@ -11,12 +11,10 @@ plugin's own tests (which use the core's pytest kit) pass.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+import docs_kit
 import pytest
 
 from beyondagent_core.jsonl import write_tasks
@@ -27,34 +25,17 @@ DOC = ROOT / "docs" / "writing-a-plugin.md"
 
 
 def walkthrough_files() -> dict[str, str]:
-    files = {}
-    for lang, body in re.findall(r"```(\w+)\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S):
-        first = body.splitlines()[0]
-        if lang == "toml" and "[build-system]" in body:
-            files["pyproject.toml"] = body.replace('dependencies = ["beyondagent>=0.1"]', "dependencies = []")
-        elif lang == "python" and (match := re.fullmatch(r"# (\S+\.py)", first)):
-            files[match.group(1)] = body
-        elif lang == "yaml":
-            files["spec.yaml"] = body
-    return files
+    return docs_kit.walkthrough_files(DOC)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    package = tmp_path_factory.mktemp("easyfirst")
-    for name, body in walkthrough_files().items():
-        (package / name).parent.mkdir(parents=True, exist_ok=True)
-        (package / name).write_text(body, encoding="utf-8")
-    site = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(site), str(package)], check=True, capture_output=True, timeout=300)
+    package, site = tmp_path_factory.mktemp("easyfirst"), tmp_path_factory.mktemp("site")
+    docs_kit.install(DOC, package, site)
     return package, site
 
 
-def run(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BEYONDAGENT_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(site), str(ROOT)])
-    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+run = docs_kit.run
 
 
 def test_the_walkthrough_has_every_file() -> None:

@@ -162,3 +162,38 @@ def _alive(pid: int) -> bool:
             return stat.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+class GreedyEnv(ToyEnv):
+    """Allocates what its task asks for in reset (an env a request can make build a huge state)."""
+
+    def reset(self, task: Task) -> EnvReset:
+        self.state = bytearray(int(task.metadata.get("megabytes", 1)) * 1024 * 1024)
+        return super().reset(task)
+
+
+def make_greedy_env() -> GreedyEnv:
+    return GreedyEnv(ToyConfig(max_steps=2))
+
+
+def test_a_worker_memory_cap_fails_the_greedy_episode_only() -> None:
+    async def scenario(url: str) -> tuple[EnvServiceError, float]:
+        client = EnvServiceClient(url)
+        try:
+            with pytest.raises(EnvServiceError) as greedy:
+                async with client.env("toy") as env:
+                    await env.reset(Task(task_id="big", metadata={"megabytes": 4096}))
+            async with client.env("toy") as env:
+                await env.reset(Task(task_id="small", metadata={"megabytes": 8}))
+                await env.step({"role": "assistant", "content": "x"})
+                score = (await env.evaluate()).score
+            return greedy.value, score
+        finally:
+            await client.aclose()
+
+    host = ProcessHost(make_greedy_env, ProcessOptions(warm=0, max_workers=4, memory_mb=512))
+    with running_server(make_greedy_env, env_name="toy", host=host) as served:
+        greedy, score = asyncio.run(scenario(served.url))
+    assert "MemoryError" in greedy.message and score == 1.0
+    with pytest.raises(ValueError, match="memory_mb"):
+        ProcessOptions(memory_mb=1)

@@ -5,7 +5,7 @@
         [--token-env VAR] [--max-body-bytes N] [--header-timeout S] [--body-timeout S] [--max-connections N]
         [--threads N] [--inline-calls]
         [--ray-num-cpus X] [--ray-envs-per-actor N] [--ray-max-actors N] [--ray-address ADDR]
-        [--process-warm N] [--process-max-workers N]
+        [--process-warm N] [--process-max-workers N] [--process-memory-mb N]
 
 The env is built from the plugin registry by name; `--config` values are merged over its
 config class exactly like the spec's `env` block (a typo names the key). One env is built and
@@ -73,6 +73,8 @@ def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--ray-address", default=None, help="a Ray cluster to join (default: start a local one)")
     serve.add_argument("--process-warm", type=int, default=1,
                        help="worker processes started ahead, env built (process mode; default 1)")
+    serve.add_argument("--process-memory-mb", type=int, default=None,
+                       help="cap each env worker's memory (address space, MiB) in --instances process")
     serve.add_argument("--process-max-workers", type=int, default=64,
                        help="the most live worker processes (process mode; default 64)")
     # The launcher's: stop when the run that started us is gone.
@@ -151,7 +153,8 @@ def serve_command(args: argparse.Namespace) -> int:
         from beyondagent_core.envservice.process_instances import ProcessHost, ProcessOptions
 
         try:
-            process_options = ProcessOptions(warm=args.process_warm, max_workers=args.process_max_workers)
+            process_options = ProcessOptions(warm=args.process_warm, max_workers=args.process_max_workers,
+                                             memory_mb=args.process_memory_mb)
         except ValueError as exc:
             raise BeyondAgentError(str(exc), where=WHERE) from None
         host = ProcessHost(factory, process_options)

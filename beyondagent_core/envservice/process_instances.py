@@ -45,8 +45,11 @@ class ProcessOptions:
     max_workers: int = 64
     reuse: bool = True
     start_timeout: float = 300.0
+    memory_mb: int | None = None  # each worker's address-space limit (RLIMIT_AS); None: unlimited
 
     def __attrs_post_init__(self) -> None:
+        if self.memory_mb is not None and self.memory_mb < 64:
+            raise ValueError(f"process memory_mb must be at least 64 (MiB), got {self.memory_mb}")
         if self.warm < 0:
             raise ValueError(f"process warm must be 0 or more, got {self.warm}")
         if self.max_workers < 1:
@@ -67,13 +70,20 @@ class RemoteEnvError(RuntimeError):
         self.remote_traceback = remote_traceback
 
 
-def _worker_main(conn: Connection, factory: Callable[[], Env]) -> None:
+def _worker_main(conn: Connection, factory: Callable[[], Env], memory_mb: int | None = None) -> None:
     """The worker: build the env, then answer requests until `__exit__` or EOF.
 
     `(method, args)` runs an env method; `__close__` closes the env and `__open__` builds a
-    fresh one (a reused worker); `__has_method__` asks whether the env has a method.
+    fresh one (a reused worker); `__has_method__` asks whether the env has a method. With
+    `memory_mb` the worker's address space is capped first: an env that asks for more gets a
+    MemoryError in its own process (an error reply), and the host's memory is left alone.
     """
     env: Any = None
+    if memory_mb is not None:
+        import resource
+
+        limit = memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         env = factory()
         preload = getattr(env, "preload", None)
@@ -183,7 +193,8 @@ class ProcessHost:
 
     def _spawn_blocking(self) -> Worker:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=_worker_main, args=(child, self.factory), daemon=True,
+        process = self.context.Process(target=_worker_main, args=(child, self.factory, self.options.memory_mb),
+                                       daemon=True,
                                        name="beyondagent-env-worker")
         process.start()
         child.close()

@@ -18,6 +18,9 @@ TRAIN_FLAT_GROUPS = "train/flat_groups"  # share of groups whose rewards are all
 TRAIN_SYNTHETIC_FRACTION = "train/synthetic_fraction"
 TRAIN_SUCCESS_RATE_ORIGINAL = "train/success_rate_original"
 TRAIN_SUCCESS_RATE_SYNTHETIC = "train/success_rate_synthetic"
+# Only with experience-guided rollouts (`experience`): success of guided and unguided rollouts.
+TRAIN_SUCCESS_RATE_GUIDED = "train/success_rate_guided"
+TRAIN_SUCCESS_RATE_UNGUIDED = "train/success_rate_unguided"
 
 # The advantage estimator's own metrics (`backend.advantage`), e.g. advantage/anchor_groups for gigpo.
 ADVANTAGE_PREFIX = "advantage/"

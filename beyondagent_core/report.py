@@ -177,6 +177,7 @@ def draw_panels(records: Sequence[Record]) -> list[Panel]:
         ("Success", _success_figure),
         ("Episode length", _length_figure),
         ("Policy update", _update_figure),
+        ("Experience-guided rollouts", _guided_figure),
     ]
     panels = []
     for title, draw in drawers:
@@ -289,6 +290,20 @@ def _success_figure(records: Sequence[Record]) -> Figure | None:
     if val_pass:
         _plot_points(axes, val_pass, "val pass@1", "tab:green", "s")
     _finish(axes, "Success rate (train) and pass@1 (validation)", "episodes solved", fraction=True)
+    return figure
+
+
+def _guided_figure(records: Sequence[Record]) -> Figure | None:
+    """With `experience`: success of the rollouts shown lessons against those not shown any."""
+    guided, unguided = series(records, m.TRAIN_SUCCESS_RATE_GUIDED), series(records, m.TRAIN_SUCCESS_RATE_UNGUIDED)
+    if not (guided or unguided):
+        return None
+    figure, (axes,) = _new_figure(1)
+    for found, label, color in ((guided, "guided (shown lessons)", "tab:red"),
+                                (unguided, "unguided", "tab:blue")):
+        if found:
+            _plot_curve(axes, found, label, color)
+    _finish(axes, "Success with and without experience", "episodes solved", fraction=True)
     return figure
 
 

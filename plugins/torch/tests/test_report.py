@@ -159,3 +159,12 @@ def test_moving_average() -> None:
     assert moving_average([1.0, 3.0, 5.0, 7.0, 9.0], 3) == [2.0, 3.0, 5.0, 7.0, 8.0]
     assert moving_average([2.0], 5) == [2.0]
     assert moving_average([], 5) == []
+
+
+def test_a_run_with_experience_gets_its_guided_panel(tmp_path: Path) -> None:
+    with MetricsLog(tmp_path, tensorboard=False) as log:
+        for step in range(1, 6):
+            log.write(step, {m.TRAIN_REWARD_MEAN: step / 5, m.TRAIN_SUCCESS_RATE_GUIDED: step / 6,
+                             m.TRAIN_SUCCESS_RATE_UNGUIDED: step / 8})
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "<figcaption>Experience-guided rollouts</figcaption>" in page and len(pngs_of(page)) == 2

@@ -22,6 +22,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from beyondagent_core import metric_names
 from beyondagent_core.experience import Experience
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence, episode_tokens
@@ -131,8 +132,9 @@ class Guidance:
         total = self.store.stats().get("total")
         if total is not None:
             out["experience/total"] = float(total)
-        for name, flag in (("guided", True), ("unguided", False)):
+        for name, flag in ((metric_names.TRAIN_SUCCESS_RATE_GUIDED, True),
+                           (metric_names.TRAIN_SUCCESS_RATE_UNGUIDED, False)):
             chosen = [ok for ok, g in zip(success, guided) if g is flag]
             if chosen:
-                out[f"train/success_rate_{name}"] = sum(chosen) / len(chosen)
+                out[name] = sum(chosen) / len(chosen)
         return out

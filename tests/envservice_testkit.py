@@ -4,7 +4,8 @@
 on a free loopback port in a background thread, and stops it (lifespan shutdown included) at
 the end. `ToyEnv` is a tiny env whose behaviour a task chooses: `metadata.hang` (seconds
 `step` sleeps), `metadata.fail` (`step` raises), `metadata.slow` (seconds every call sleeps);
-`CLOSED` records every env closed, so tests can see that shutdown and reaping close them.
+`CLOSED` records every env closed, so tests can see that shutdown and reaping close them
+(and `close_calls` how often one env was closed).
 `toy_plugin()` registers it (and a task source-free env `toy`) as an inline plugin.
 """
 
@@ -47,6 +48,7 @@ class ToyEnv:
         self.task: Task | None = None
         self.steps = 0
         self.closed = False
+        self.close_calls = 0
 
     def reset(self, task: Task) -> EnvReset:
         self.task, self.steps = task, 0
@@ -82,6 +84,7 @@ class ToyEnv:
 
     def close(self) -> None:
         self.closed = True
+        self.close_calls += 1
         with _lock:
             CLOSED.append(self.task.task_id if self.task else "?")
 
@@ -106,15 +109,16 @@ class Served:
 
 @contextlib.contextmanager
 def running_server(factory: Callable[[], Any] = ToyEnv, *, env_name: str = "toy", ttl: float = 600.0,
-                   max_instances: int = 64, call_timeout: float = 10.0, token: str | None = None,
-                   max_body_bytes: int = 4 * 1024 * 1024, host: Any = None, header_timeout: float = 10.0,
-                   body_timeout: float = 30.0, max_connections: int = 1024) -> Iterator[Served]:
+                   max_instances: int = 64, call_timeout: float = 10.0, open_timeout: float = 120.0,
+                   token: str | None = None, max_body_bytes: int = 4 * 1024 * 1024, host: Any = None,
+                   header_timeout: float = 10.0, body_timeout: float = 30.0,
+                   max_connections: int = 1024) -> Iterator[Served]:
     """The real app and uvicorn on a free loopback port, in a thread, for the `with` block."""
     import uvicorn
 
     host = host if host is not None else ThreadHost(factory, threads=8)
-    pool = InstancePool(host, PoolLimits(ttl=ttl, max_instances=max_instances, call_timeout=call_timeout),
-                        env_name=env_name)
+    limits = PoolLimits(ttl=ttl, max_instances=max_instances, call_timeout=call_timeout, open_timeout=open_timeout)
+    pool = InstancePool(host, limits, env_name=env_name)
     app = create_app(pool, token=token, max_body_bytes=max_body_bytes, body_timeout=body_timeout)
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn_config(app, graceful_s=2, header_timeout=header_timeout,

@@ -196,6 +196,7 @@ def test_hanging_call_is_504_and_marks_the_instance_broken() -> None:
         assert stats["timeouts"] == 1 and stats["broken"] == 1
         assert post(served.url, "release", instance_id=instance).json()["success"] is True
         release.set()
+        wait_until(lambda: served.pool.stats()["abandoned_closed"] == 1)  # closed once the hung step returned
 
 
 def test_idle_instances_are_reaped_after_the_ttl() -> None:

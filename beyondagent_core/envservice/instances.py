@@ -10,7 +10,8 @@ actors. Rules the pool enforces:
   mid-episode leaks nothing);
 - an env call that takes longer than `call_timeout` gets 504 and marks the instance broken:
   later calls get 409 until the client releases it (a thread cannot be killed, so the hung
-  call keeps its worker; `stats()["hung_calls"]` counts them);
+  call keeps its worker; `stats()["hung_calls"]` counts them; the host closes its env once
+  it returns, `abandoned_closed`);
 - calls to one instance run one at a time, in order;
 - `create` with a client-chosen `instance_id` is idempotent: the same request again (a client
   retry after a lost reply) returns the same reset reply instead of a second env.
@@ -19,6 +20,7 @@ actors. Rules the pool enforces:
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections import Counter
@@ -30,6 +32,7 @@ import attrs
 import structlog
 
 from beyondagent_core.envservice.protocol import ServiceError, format_traceback, one_line, reset_reply
+from beyondagent_core.envservice.thread_calls import CallTracker, Opening
 from beyondagent_core.protocols import Env, EnvReset, EnvStep
 from beyondagent_core.types import Reward, Task
 
@@ -52,7 +55,8 @@ class EnvHost(Protocol):
     async def close(self, handle: Any) -> None: ...
 
     def abandon(self, handle: Any) -> None:
-        """Give up on an env whose call hung: never use its worker again."""
+        """Give up on an env whose call hung: never use it again; the host disposes of it (closes
+        it once the call returns, or kills its worker)."""
 
     async def task_ids(self, split: str) -> list[str]: ...
 
@@ -65,6 +69,7 @@ class ThreadHost:
     A dedicated pool (not asyncio's default one) keeps a few hung env calls from starving
     everything else that uses threads, and sizes the hop for cheap envs: a thread hop costs
     tens of microseconds, and it is what lets a hung call time out while the server serves on.
+    The env of a call that timed out is closed once that call returns (`thread_calls.py`).
     """
 
     kind = "thread"
@@ -73,6 +78,7 @@ class ThreadHost:
         self.factory = factory
         self.inline = inline
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="envservice")
+        self.tracker = CallTracker(self._close_soon)
         self._profile_env: Env | None = None
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -83,10 +89,19 @@ class ThreadHost:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     async def open(self) -> Env:
-        return await self._run(self.factory)
+        if self.inline:
+            return self.factory()
+        opening = Opening()
+        try:
+            return await self._run(self.tracker.build, opening, self.factory)
+        except asyncio.CancelledError:  # timed out (or the client went away): the late env is closed
+            self.tracker.abandon_open(opening)
+            raise
 
     async def call(self, handle: Env, method: str, args: tuple[Any, ...]) -> Any:
-        return await self._run(getattr(handle, method), *args)
+        if self.inline:
+            return getattr(handle, method)(*args)
+        return await self._run(self.tracker.run, handle, getattr(handle, method), args)
 
     async def has_method(self, handle: Env, method: str) -> bool:
         return callable(getattr(handle, method, None))
@@ -95,7 +110,7 @@ class ThreadHost:
         await self._run(handle.close)
 
     def abandon(self, handle: Env) -> None:
-        pass  # the hung thread cannot be stopped; the env is dropped with the instance
+        self.tracker.abandon(handle)  # the hung thread cannot be stopped; its env is closed when it returns
 
     async def task_ids(self, split: str) -> list[str]:
         if self._profile_env is None:  # one env, kept, answers every profile request
@@ -111,6 +126,15 @@ class ThreadHost:
             env, self._profile_env = self._profile_env, None
             await self._run(env.close)
         self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def stats(self) -> dict[str, int]:
+        return self.tracker.stats()
+
+    def _close_soon(self, close: Callable[[], None]) -> None:
+        try:
+            self.executor.submit(close)
+        except RuntimeError:  # the executor is shut down (the server is stopping): a thread of its own
+            threading.Thread(target=close, name="envservice-close", daemon=True).start()
 
 
 @attrs.define(eq=False)
@@ -187,7 +211,8 @@ class InstancePool:
                 raise ServiceError(409, "instance_exists",
                                    f"instance {instance_id!r} already exists; release it or use a new instance_id")
             if instance_id in self._creating:
-                raise ServiceError(409, "instance_exists", f"instance {instance_id!r} is being created by another request")
+                raise ServiceError(409, "instance_exists",
+                                   f"instance {instance_id!r} is being created by another request")
         live = len(self.instances) + len(self._creating)
         if live >= self.limits.max_instances:
             self.counts["rejected_full"] += 1

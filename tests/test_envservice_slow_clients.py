@@ -4,17 +4,25 @@
   whole time for others;
 - headers in time but a body trickling in: 408 after `body_timeout`;
 - more connections than `max_connections`: the request past the cap gets 503, not a hang;
-- an honest keep-alive client making several requests on one connection is not cut.
+- an honest keep-alive client making several requests on one connection is not cut;
+- each closed connection is a debug line, and a burst of them one info line per interval, with
+  the count in `/stats`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from urllib.parse import urlsplit
 
 import httpx
-from envservice_testkit import running_server
+from envservice_testkit import running_server, wait_until
+from structlog.testing import capture_logs
+
+from beyondagent_core.envservice.slow_clients import SlowClients
+
+PER_CONNECTION, SUMMARY = "envservice.slow_client_closed", "envservice.slow_clients_closed"
 
 
 def address(url: str) -> tuple[str, int]:
@@ -74,3 +82,43 @@ def test_keep_alive_requests_on_one_connection_are_not_cut() -> None:
         for _ in range(4):
             assert client.get("/healthz").text == "OK"
             time.sleep(0.2)  # each request comes well within its own deadline
+
+
+def test_slow_clients_closed_are_counted_and_summed_up_in_one_info_line() -> None:
+    with capture_logs() as events, running_server(header_timeout=0.5) as served:
+        served.app.state.service.slow_clients.interval = 1.0
+        slow = []
+        for _ in range(40):
+            sock = socket.create_connection(address(served.url))
+            sock.sendall(b"GET /stats HTTP/1.1\r\nHost: x\r\n")  # never ends
+            slow.append(sock)
+        assert all(closed_within(sock, 20) for sock in slow)
+        wait_until(lambda: any(event["event"] == SUMMARY for event in events))
+        assert httpx.get(f"{served.url}/stats", timeout=5).json()["data"]["slow_clients_closed"] == 40
+        for sock in slow:
+            sock.close()
+    per_connection = [event for event in events if event["event"] == PER_CONNECTION]
+    summaries = [event for event in events if event["event"] == SUMMARY]
+    assert len(per_connection) == 40 and {event["log_level"] for event in per_connection} == {"debug"}
+    assert {event["log_level"] for event in summaries} == {"info"}
+    assert len(summaries) <= 2 and sum(event["closed"] for event in summaries) == 40  # 40 closes, not 40 lines
+    assert summaries[-1]["total"] == 40 and summaries[0]["last_s"] == 1.0
+
+
+def test_at_most_one_summary_line_per_interval() -> None:
+    async def scenario() -> list[dict]:
+        slow_clients = SlowClients(interval=0.3)
+        with capture_logs() as events:
+            for _ in range(600):  # a slowloris burst
+                slow_clients.record(10.0)
+            assert not [event for event in events if event["event"] == SUMMARY]  # not before the interval ends
+            await asyncio.sleep(0.5)
+            slow_clients.record(10.0)
+            slow_clients.record(10.0)
+            slow_clients.flush()  # what the server does at shutdown
+            slow_clients.flush()  # nothing left: no line
+        return events
+
+    events = asyncio.run(scenario())
+    assert [event["closed"] for event in events if event["event"] == SUMMARY] == [600, 2]
+    assert len([event for event in events if event["event"] == PER_CONNECTION]) == 602

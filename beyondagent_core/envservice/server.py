@@ -36,6 +36,7 @@ from beyondagent_core.envservice.slow_clients import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
+    SlowClients,
     guarded_protocol,
 )
 from beyondagent_core.protocols import OPTIONAL_ENV_METHODS
@@ -66,6 +67,7 @@ class EnvService:
         self.body_timeout = body_timeout
         self.calls: Counter[str] = Counter()
         self.errors: Counter[int] = Counter()
+        self.slow_clients = SlowClients()  # filled by the protocol class `uvicorn_config` builds
 
     # --- endpoints -----------------------------------------------------------------------------
 
@@ -152,6 +154,7 @@ class EnvService:
             **self.pool.stats(),
             "calls": dict(self.calls),
             "errors": {str(status): count for status, count in sorted(self.errors.items())},
+            "slow_clients_closed": self.slow_clients.closed,
         }})
 
     async def healthz(self, request: HttpRequest) -> Response:
@@ -235,6 +238,7 @@ def create_app(pool: InstancePool, *, token: str | None = None, max_body_bytes: 
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
+            service.slow_clients.flush()
             closed = await pool.close_all()
             log.info("envservice.shutdown", closed=closed, **{k: pool.counts[k] for k in ("created", "reaped")})
 
@@ -281,7 +285,7 @@ def uvicorn_config(app: Starlette, *, graceful_s: float, header_timeout: float =
     protocol = import_from_string(HTTP_PROTOCOLS["httptools" if _installed("httptools") else "h11"])
     return uvicorn.Config(
         app,
-        http=guarded_protocol(protocol, header_timeout),
+        http=guarded_protocol(protocol, header_timeout, _slow_clients(app)),
         limit_concurrency=max_connections,
         loop="uvloop" if _installed("uvloop") else "asyncio",
         lifespan="on",
@@ -316,6 +320,11 @@ def _watch_parent(server: Any, parent: int) -> None:
             server.should_exit = True
             return
         time.sleep(0.5)
+
+
+def _slow_clients(app: Starlette) -> SlowClients | None:
+    service = getattr(app.state, "service", None)
+    return service.slow_clients if isinstance(service, EnvService) else None
 
 
 def _installed(module: str) -> bool:

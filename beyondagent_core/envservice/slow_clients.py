@@ -8,6 +8,10 @@ are not complete `seconds` after it opened (or after its previous response) is c
 has its own deadline in the app (`EnvService._body`, 408), and uvicorn's `limit_concurrency`
 caps connections (503 past it). The auth check runs as soon as the headers are in, before the body
 is read.
+
+A slowloris attack closes hundreds of connections at once, so each close is a debug line only;
+`SlowClients` counts them (`slow_clients_closed` in `/stats`) and logs at most one info line per
+`interval` seconds saying how many it closed in that time.
 """
 
 from __future__ import annotations
@@ -22,10 +26,44 @@ log = structlog.get_logger("beyondagent.envservice")
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_BODY_TIMEOUT = 30.0
 DEFAULT_MAX_CONNECTIONS = 1024
+SUMMARY_INTERVAL = 10.0
 
 
-def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float) -> type[asyncio.Protocol]:
-    """`base` with a deadline on every request's headers (see the module docstring)."""
+class SlowClients:
+    """Slow clients closed: a count, a debug line each, at most one info line per `interval` seconds.
+
+    Used on the event loop only (the protocol's timer callbacks), so it needs no lock.
+    """
+
+    def __init__(self, interval: float = SUMMARY_INTERVAL):
+        self.interval = interval
+        self.closed = 0
+        self._unreported = 0
+        self._summary: asyncio.TimerHandle | None = None
+
+    def record(self, header_timeout: float) -> None:
+        self.closed += 1
+        self._unreported += 1
+        log.debug("envservice.slow_client_closed", seconds=header_timeout)
+        if self._summary is None:  # the first close of a burst: report the burst `interval` from now
+            self._summary = asyncio.get_running_loop().call_later(self.interval, self.flush)
+
+    def flush(self) -> None:
+        """Log the closes not reported yet (at the interval's end, and at shutdown)."""
+        if self._summary is not None:
+            self._summary.cancel()
+            self._summary = None
+        if self._unreported:
+            count, self._unreported = self._unreported, 0
+            log.info("envservice.slow_clients_closed", closed=count, last_s=self.interval, total=self.closed,
+                     why="no complete request headers within --header-timeout")
+
+
+def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float,
+                     slow_clients: SlowClients | None = None) -> type[asyncio.Protocol]:
+    """`base` with a deadline on every request's headers (see the module docstring); `slow_clients`
+    counts the connections it closes."""
+    counter = slow_clients if slow_clients is not None else SlowClients()
 
     class HeaderDeadline(base):  # type: ignore[misc, valid-type]
         _deadline: asyncio.TimerHandle | None = None
@@ -63,7 +101,7 @@ def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float) -> typ
         def _expire(self) -> None:
             self._deadline = None
             if not self._in_request() and not self.transport.is_closing():
-                log.info("envservice.slow_client_closed", seconds=header_timeout)
+                counter.record(header_timeout)
                 self.transport.close()
 
     HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"

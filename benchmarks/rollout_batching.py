@@ -9,9 +9,13 @@ What is measured
     so episodes may end early in a hole or at the goal). Each turn samples at most 16 tokens at
     temperature 1 and stops at `<|im_end|>`.
 
-    batched:    `max_concurrency=32` (scheduler batch 32): while every episode waits for its next
-                turn, their prompts are padded into one KV-cached decoding loop.
-    sequential: `max_concurrency=1`: one episode after another, every turn a batch of one.
+    batched:       `max_concurrency=32` (scheduler batch 32): while every episode waits for its next
+                   turn, their prompts are padded into one KV-cached decoding loop; each episode's
+                   KV cache is kept between its turns (only new tokens are prefilled) and a batch's
+                   identical prompts are prefilled once (the scheduler's defaults).
+    batched_no_kv: the same with `kv_cache_tokens=0`: every turn prefills the whole conversation.
+    sequential:    `max_concurrency=1`: one episode after another, every turn a batch of one (with
+                   the KV cache kept between turns).
 
     Both modes run the same tasks with the same seeds (each episode's random generator is seeded
     from the seed and its index, whatever the concurrency), alternately (batched, sequential, ...)
@@ -25,12 +29,18 @@ How to read the output
     rollout (sequential: one per turn; batched: about one per turn index) and turns per
     episode. "same tokens" counts the episodes whose sampled tokens are identical in both modes:
     padding changes float rounding in the batched forward, which can flip an unlikely token and
-    then the rest of that episode, so most but not necessarily all match. The last line,
+    then the rest of that episode, so most but not necessarily all match.
+    `kv_reuse_speedup: X.XX` is batched over batched_no_kv episodes/s; the last line,
     `rollout_batching_speedup: X.XX`, is batched episodes/s over sequential episodes/s.
 
-    python benchmarks/rollout_batching.py                    # 3 trials, direction game (~20 s on 2 cores)
+    `--scaling` adds how cost grows with concurrency: episodes/s and tokens/s at 1, 4, 16, 32
+    and 64 episodes in flight (each rollout runs that many episodes), with and without KV reuse,
+    as a table and a plot (`--plot PATH`, default `benchmarks/rollout_scaling.png`).
+
+    python benchmarks/rollout_batching.py                    # 3 trials, direction game (~40 s on 2 cores)
     python benchmarks/rollout_batching.py --env frozenlake   # gymnasium FrozenLake instead
     python benchmarks/rollout_batching.py --quick            # 1 trial
+    python benchmarks/rollout_batching.py --scaling          # + the concurrency sweep and its plot
 
 Not a test: nothing here asserts a speed.
 """
@@ -57,7 +67,8 @@ from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow  # noqa: E
 from beyondagent_core.runtime.tokens import ChatTemplate  # noqa: E402
 from beyondagent_core.types import Task  # noqa: E402
 
-MODES = ("batched", "sequential")
+MODES = ("batched", "batched_no_kv", "sequential")
+SCALING = (1, 4, 16, 32, 64)
 MAX_EPISODE_TOKENS = 1024
 
 
@@ -88,6 +99,7 @@ class Measurement:
     turns: int
     batches: int
     generation_seconds: float
+    prefill_tokens: int
     errors: list[str]
     token_ids: list[list[int]]
 
@@ -128,14 +140,17 @@ def episode_source(workload: Workload) -> tuple[EpisodeRunner, list[Task]]:
 
 
 def measure(policy: Policy, runner: EpisodeRunner, episode_tasks: list[Task], *, mode: str, max_tokens: int,
-            seed: tuple[object, ...]) -> Measurement:
-    """One `rollout()` of every task, all in flight (batched) or one at a time (sequential)."""
-    from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+            seed: tuple[object, ...], concurrency: int | None = None) -> Measurement:
+    """One `rollout()` of every task, all in flight (batched) or one at a time (sequential);
+    `concurrency` overrides how many are in flight."""
+    from beyondagent_plugin_torch.generation import DEFAULT_KV_CACHE_TOKENS, ChatScheduler, Sampling
     from beyondagent_plugin_torch.rollout import rollout
 
-    concurrency = len(episode_tasks) if mode == "batched" else 1
+    if concurrency is None:
+        concurrency = 1 if mode == "sequential" else len(episode_tasks)
+    kv_cache_tokens = 0 if mode == "batched_no_kv" else DEFAULT_KV_CACHE_TOKENS
     scheduler = ChatScheduler(policy.model, eos_token_ids=policy.stop_ids, pad_token_id=policy.tokenizer.pad_token_id,
-                              max_batch_size=concurrency)  # as the trainer builds it
+                              max_batch_size=concurrency, kv_cache_tokens=kv_cache_tokens)  # as the trainer does
     started = time.perf_counter()
     episodes = asyncio.run(rollout(
         list(enumerate(episode_tasks)), runner=runner, scheduler=scheduler, template=policy.template,
@@ -146,7 +161,7 @@ def measure(policy: Policy, runner: EpisodeRunner, episode_tasks: list[Task], *,
         mode=mode, seconds=seconds, episodes=len(episodes),
         tokens=sum(episode.sequence.generated_tokens for episode in episodes),
         turns=sum(episode.sequence.model_turns for episode in episodes), batches=scheduler.stats.batches,
-        generation_seconds=scheduler.stats.seconds,
+        generation_seconds=scheduler.stats.seconds, prefill_tokens=scheduler.kv.stats.prefill_tokens,
         errors=[episode.trajectory.error for episode in episodes if episode.trajectory.error],
         token_ids=[[token for token, trained in zip(episode.sequence.input_ids, episode.sequence.loss_mask) if trained]
                    for episode in episodes])
@@ -184,21 +199,80 @@ def print_table(results: dict[str, list[Measurement]], workload: Workload) -> fl
     table = Table(title=f"Rollout of {workload.episodes} episodes x {workload.turns} turns ({workload.env}), "
                         f"tiny Qwen2 on CPU")
     for name in ("mode", "max_concurrency", "episodes/s", "tokens/s", "s per rollout", "in generation",
-                 "model batches", "turns/episode", "tokens/turn"):
+                 "model batches", "turns/episode", "tokens/turn", "prefilled tokens"):
         table.add_column(name, justify="left" if name == "mode" else "right")
     rates = {}
     for mode in MODES:
         runs = results[mode]
         rates[mode] = statistics.median(run.episodes_per_s for run in runs)
-        table.add_row(mode, str(workload.episodes if mode == "batched" else 1), f"{rates[mode]:.2f}",
+        table.add_row(mode, str(1 if mode == "sequential" else workload.episodes), f"{rates[mode]:.2f}",
                       f"{statistics.median(run.tokens_per_s for run in runs):.1f}",
                       f"{statistics.median(run.seconds for run in runs):.2f}",
                       f"{statistics.median(run.generation_seconds for run in runs):.2f}",
                       f"{statistics.median(run.batches for run in runs):.0f}",
                       f"{statistics.fmean(run.turns / run.episodes for run in runs):.2f}",
-                      f"{statistics.fmean(run.tokens / run.turns for run in runs):.1f}")
-    Console(width=140).print(table)
-    return rates["batched"] / rates["sequential"]
+                      f"{statistics.fmean(run.tokens / run.turns for run in runs):.1f}",
+                      f"{statistics.median(run.prefill_tokens for run in runs):.0f}")
+    Console(width=160).print(table)
+    return rates
+
+
+def run_scaling(policy: Policy, workload: Workload, trials: int) -> dict[tuple[int, str], list[Measurement]]:
+    """Rollouts of `concurrency` episodes, all in flight, at each concurrency of SCALING, KV reuse on/off."""
+    runner, episode_tasks = episode_source(attrs.evolve(workload, episodes=max(SCALING)))
+    results: dict[tuple[int, str], list[Measurement]] = {}
+    for trial in range(trials):
+        for concurrency in SCALING:
+            for mode in ("batched", "batched_no_kv"):
+                result = measure(policy, runner, episode_tasks[:concurrency], mode=mode,
+                                 max_tokens=workload.max_tokens, seed=("rollout-scaling", trial))
+                results.setdefault((concurrency, mode), []).append(result)
+        print(f"  scaling trial {trial + 1}/{trials} done", flush=True)
+    return results
+
+
+def print_scaling(results: dict[tuple[int, str], list[Measurement]], workload: Workload, plot: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"How rollout cost grows with episodes in flight ({workload.env}, {workload.turns} turns, "
+                        f"<= {workload.max_tokens} tokens per turn)")
+    for name in ("in flight", "episodes/s (KV reuse)", "episodes/s (re-prefill)", "tokens/s (KV reuse)",
+                 "tokens/s (re-prefill)", "prefilled tokens (KV reuse / re-prefill)", "reuse speedup"):
+        table.add_column(name, justify="right")
+    rows = {}
+    for concurrency in SCALING:
+        kv, full = results[(concurrency, "batched")], results[(concurrency, "batched_no_kv")]
+        rows[concurrency] = [statistics.median(run.episodes_per_s for run in kv),
+                             statistics.median(run.episodes_per_s for run in full),
+                             statistics.median(run.tokens_per_s for run in kv),
+                             statistics.median(run.tokens_per_s for run in full)]
+        table.add_row(str(concurrency), *(f"{value:.2f}" for value in rows[concurrency][:2]),
+                      *(f"{value:.1f}" for value in rows[concurrency][2:]),
+                      f"{kv[0].prefill_tokens} / {full[0].prefill_tokens}",
+                      f"{rows[concurrency][0] / rows[concurrency][1]:.2f}x")
+    Console(width=160).print(table)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (episodes_axis, tokens_axis) = plt.subplots(1, 2, figsize=(10, 4))
+    for column, label, style in ((0, "KV cache kept across turns", "o-"), (1, "every turn re-prefilled", "s--")):
+        episodes_axis.plot(SCALING, [rows[c][column] for c in SCALING], style, label=label)
+        tokens_axis.plot(SCALING, [rows[c][column + 2] for c in SCALING], style, label=label)
+    for axis, name in ((episodes_axis, "episodes/s"), (tokens_axis, "generated tokens/s")):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(SCALING, [str(c) for c in SCALING])
+        axis.set_xlabel("episodes in flight (one decode batch)")
+        axis.set_ylabel(name)
+        axis.grid(alpha=0.3)
+    episodes_axis.legend()
+    figure.suptitle(f"Rollout throughput, tiny Qwen2 on CPU ({workload.env}, {workload.turns} turns)")
+    figure.tight_layout()
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(plot, dpi=110)
+    print(f"plot: {plot}")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -210,6 +284,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--trials", type=int, default=None, help="trials per mode (default 3, quick 1)")
     parser.add_argument("--quick", action="store_true", help="one trial")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument("--scaling", action="store_true", help="also sweep 1-64 episodes in flight, KV reuse on/off")
+    parser.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "rollout_scaling.png",
+                        help="where --scaling draws its plot")
     args = parser.parse_args(argv)
     args.trials = args.trials or (1 if args.quick else 3)
     if min(args.episodes, args.turns, args.max_tokens, args.trials) < 1:
@@ -228,10 +305,14 @@ def main(argv: list[str]) -> int:
           f"<= {workload.max_tokens} tokens per turn, {args.trials} trials, torch threads {torch.get_num_threads()}",
           flush=True)
     results = run_trials(policy, workload, args.trials)
-    speedup = print_table(results, workload)
+    rates = print_table(results, workload)
+    if args.scaling:
+        print_scaling(run_scaling(policy, workload, args.trials), workload, args.plot)
     matched, total = same_tokens(results)
-    print(f"same tokens in both modes: {matched}/{total} episodes; total {time.perf_counter() - started:.0f} s")
-    print(f"rollout_batching_speedup: {speedup:.2f}")
+    print(f"same tokens in batched and sequential: {matched}/{total} episodes; "
+          f"total {time.perf_counter() - started:.0f} s")
+    print(f"kv_reuse_speedup: {rates['batched'] / rates['batched_no_kv']:.2f}")
+    print(f"rollout_batching_speedup: {rates['batched'] / rates['sequential']:.2f}")
     return 0
 
 

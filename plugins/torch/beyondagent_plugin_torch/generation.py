@@ -6,6 +6,11 @@ the prompts and samples all of them together in one KV-cached decoding loop. Bat
 lockstep makes a rollout reproducible: the batches, and each episode's own random generator,
 do not depend on thread timing.
 
+Prefill is where multi-turn rollout spends its time, so it is not repeated: an episode's KV
+cache is kept between its turns (`kv_cache.py`; the next turn feeds only its new tokens), and
+rows of a batch with the same prompt (a group's rollouts of one task) are prefilled once and
+their cache copied.
+
 Each row has its own temperature (0 = greedy), top-p and token limit; log-probs are those of
 the temperature-scaled distribution the token was drawn from, as training recomputes them.
 """
@@ -14,11 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+import inspect
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import attrs
 import torch
+
+from beyondagent_plugin_torch.kv_cache import SessionCache, cache_layers, make_cache, row_prefix, stack_prefixes
+
+
+# Cached tokens kept over all episodes between their turns: for a 1.5B Qwen2 (28 layers, 2 KV
+# heads of 128, bf16) that is ~28 KB a token, ~1.8 GB at this budget.
+DEFAULT_KV_CACHE_TOKENS = 65536
 
 
 @attrs.frozen
@@ -46,6 +59,7 @@ class _Request:
     max_new_tokens: int
     generator: torch.Generator
     future: asyncio.Future
+    session: Hashable | None = None  # the episode whose KV cache carries over between its turns
 
 
 @attrs.define
@@ -60,13 +74,17 @@ class ChatScheduler:
     """Batches generation requests from concurrent episodes (see the module docstring)."""
 
     def __init__(self, model: Any, *, eos_token_ids: Sequence[int], pad_token_id: int,
-                 max_batch_size: int = 64):
+                 max_batch_size: int = 64, kv_cache_tokens: int = DEFAULT_KV_CACHE_TOKENS):
         self.model = model
         self.device = next(model.parameters()).device
         self.eos_token_ids = torch.tensor(sorted(set(eos_token_ids)), device=self.device)
         self.pad_token_id = pad_token_id
         self.max_batch_size = max_batch_size
         self.stats = GenerationStats()
+        self.kv = SessionCache(kv_cache_tokens)
+        # A prefill needs the logits of its last position only: not [rows, prompt, vocab] of them.
+        accepts = "logits_to_keep" in inspect.signature(type(model).forward).parameters
+        self._last_logits_only = {"logits_to_keep": 1} if accepts else {}
         self._active = 0
         self._waiting: list[_Request] = []
         self._busy = False
@@ -83,10 +101,15 @@ class ChatScheduler:
             self._maybe_start_batch()
 
     async def generate(self, order: tuple[int, int], prompt_ids: list[int], sampling: Sampling,
-                       max_new_tokens: int, generator: torch.Generator) -> tuple[list[int], list[float]]:
-        """Sample one turn for `prompt_ids`; returns the new token ids and their log-probs."""
+                       max_new_tokens: int, generator: torch.Generator,
+                       session: Hashable | None = None) -> tuple[list[int], list[float]]:
+        """Sample one turn for `prompt_ids`; returns the new token ids and their log-probs.
+
+        With a `session`, the KV cache of this turn is kept for the session's next turn (see
+        `kv_cache.py`); call `end_session` when the episode ends.
+        """
         future = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Request(order, prompt_ids, sampling, max_new_tokens, generator, future))
+        self._waiting.append(_Request(order, list(prompt_ids), sampling, max_new_tokens, generator, future, session))
         self._maybe_start_batch()
         return await future
 
@@ -136,13 +159,6 @@ class ChatScheduler:
     @torch.inference_mode()
     def _sample(self, batch: list[_Request]) -> list[tuple[list[int], list[float]]]:
         device, size = self.device, len(batch)
-        width = max(len(request.prompt_ids) for request in batch)
-        input_ids = torch.full((size, width), self.pad_token_id, dtype=torch.long, device=device)
-        attention = torch.zeros((size, width), dtype=torch.long, device=device)
-        for row, request in enumerate(batch):  # left padding: every row ends where generation starts
-            input_ids[row, width - len(request.prompt_ids):] = torch.tensor(request.prompt_ids, device=device)
-            attention[row, width - len(request.prompt_ids):] = 1
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
         temperature = torch.tensor([r.sampling.temperature for r in batch], device=device)
         top_p = torch.tensor([r.sampling.top_p for r in batch], device=device)
         limits = torch.tensor([r.max_new_tokens for r in batch], device=device)
@@ -154,11 +170,11 @@ class ChatScheduler:
             uniforms[row, : request.max_new_tokens] = torch.rand(request.max_new_tokens, generator=request.generator)
         uniforms = uniforms.to(device)
 
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True)
+        out, attention = self._prefill(batch)
         tokens, logprobs = [], []
         done = torch.zeros(size, dtype=torch.bool, device=device)
         lengths = torch.zeros(size, dtype=torch.long, device=device)
-        last_position = positions[:, -1:]
+        last_position = torch.tensor([[len(r.prompt_ids) - 1] for r in batch], device=device)
         for step in range(horizon):
             chosen, chosen_logprobs = sample_next(out.logits[:, -1, :].float(), temperature, top_p, uniforms[:, step])
             tokens.append(chosen)
@@ -174,7 +190,96 @@ class ChatScheduler:
                              past_key_values=out.past_key_values, use_cache=True)
         token_rows = torch.stack(tokens, 1).tolist()
         logprob_rows = torch.stack(logprobs, 1).tolist()
-        return [(t[:n], lp[:n]) for t, lp, n in zip(token_rows, logprob_rows, lengths.tolist())]
+        results = [(t[:n], lp[:n]) for t, lp, n in zip(token_rows, logprob_rows, lengths.tolist())]
+        self._keep_caches(batch, out.past_key_values, attention, results)
+        return results
+
+    def _prefill(self, batch: list[_Request]) -> tuple[Any, torch.Tensor]:
+        """One forward pass over what each row has not seen yet; returns its output (expanded to
+        every row) and the attention mask over the cache it leaves.
+
+        A row whose session has a cached prefix feeds only the tokens after it; rows that would
+        feed the same prompt from scratch (a group's rollouts of one task) share one prefill row.
+        Layout of a prefill row: [left pad][cached prefix][pad][new tokens], so every row's new
+        tokens end where generation starts; positions count only real tokens.
+        """
+        device = self.device
+        prefixes = [self.kv.take(r.session, r.prompt_ids) for r in batch]
+        work: dict[object, int] = {}
+        rows_of = [work.setdefault(tuple(r.prompt_ids) if p is None else ("cached", row), len(work))
+                   for row, (r, p) in enumerate(zip(batch, prefixes))]
+        firsts = [rows_of.index(unique) for unique in range(len(work))]
+        unique_prefixes = [prefixes[row] for row in firsts]
+        cached_lens = [0 if p is None else len(p) for p in unique_prefixes]
+        new_ids = [batch[row].prompt_ids[n:] for row, n in zip(firsts, cached_lens)]
+        width_cached, width_new = max(cached_lens), max(len(ids) for ids in new_ids)
+        stats = self.kv.stats
+        stats.prefill_tokens += sum(len(ids) for ids in new_ids)
+        stats.reused_tokens += sum(0 if p is None else len(p) for p in prefixes)
+        stats.shared_prefix_tokens += sum(len(r.prompt_ids) for row, r in enumerate(batch)
+                                          if prefixes[row] is None and row not in firsts)
+
+        input_ids = torch.full((len(work), width_new), self.pad_token_id, dtype=torch.long, device=device)
+        attention = torch.zeros((len(work), width_cached + width_new), dtype=torch.long, device=device)
+        positions = torch.zeros((len(work), width_new), dtype=torch.long, device=device)
+        for unique, (cached, ids) in enumerate(zip(cached_lens, new_ids)):
+            input_ids[unique, width_new - len(ids):] = torch.tensor(ids, device=device)
+            attention[unique, width_cached - cached: width_cached] = 1
+            attention[unique, width_cached + width_new - len(ids):] = 1
+            positions[unique, width_new - len(ids):] = torch.arange(cached, cached + len(ids), device=device)
+        past = None
+        if width_cached:
+            like = next(p for p in unique_prefixes if p is not None)
+            past = make_cache(*stack_prefixes(unique_prefixes, width_cached, like))
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+                         past_key_values=past, use_cache=True, **self._last_logits_only)
+        if len(work) == len(batch):
+            return out, attention
+        index = torch.tensor(rows_of, device=device)
+        layers = cache_layers(out.past_key_values)
+        if layers is None:  # a cache this module cannot copy rows of: prefill every row
+            self.kv.budget_tokens = 0
+            return self._prefill_every_row(batch)
+        keys, values = ([t.index_select(0, index) for t in group] for group in layers)
+        out.past_key_values = make_cache(keys, values)
+        out.logits = out.logits[:, -1:].index_select(0, index)
+        return out, attention.index_select(0, index)
+
+    def _prefill_every_row(self, batch: list[_Request]) -> tuple[Any, torch.Tensor]:
+        device, size = self.device, len(batch)
+        width = max(len(request.prompt_ids) for request in batch)
+        input_ids = torch.full((size, width), self.pad_token_id, dtype=torch.long, device=device)
+        attention = torch.zeros((size, width), dtype=torch.long, device=device)
+        for row, request in enumerate(batch):  # left padding: every row ends where generation starts
+            input_ids[row, width - len(request.prompt_ids):] = torch.tensor(request.prompt_ids, device=device)
+            attention[row, width - len(request.prompt_ids):] = 1
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
+                         **self._last_logits_only)
+        return out, attention
+
+    def _keep_caches(self, batch: list[_Request], cache: Any, attention: torch.Tensor,
+                     results: list[tuple[list[int], list[float]]]) -> None:
+        """Store each session's cache for its next turn: every token fed, i.e. the prompt and the
+        sampled tokens but the last."""
+        if self.kv.budget_tokens == 0 or all(r.session is None for r in batch):
+            return
+        layers = cache_layers(cache)
+        if layers is None:
+            self.kv.budget_tokens = 0  # not a cache whose rows this module can copy
+            return
+        for row, (request, (ids, _)) in enumerate(zip(batch, results)):
+            if request.session is None:
+                continue
+            seen = request.prompt_ids + ids[:-1]
+            positions = attention[row].nonzero().squeeze(-1)
+            if len(positions) != len(seen):  # cannot happen; never store a cache that does not match its ids
+                raise RuntimeError(f"KV cache of {len(positions)} tokens for {len(seen)} ids")
+            self.kv.put(request.session, row_prefix(*layers, row, positions, seen))
+
+    def end_session(self, session: Hashable) -> None:
+        """An episode ended: free its cached prefix."""
+        self.kv.drop(session)
 
 
 def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,

@@ -28,7 +28,7 @@ class PromptTooLong(ValueError):
 
 class PolicyChat:
     def __init__(self, scheduler: ChatScheduler, template: ChatTemplate, sampling: Sampling, *,
-                 episode: int, max_episode_tokens: int, seed: int):
+                 episode: int, max_episode_tokens: int, seed: int, keep_cache: bool = True):
         self.scheduler = scheduler
         self.template = template
         self.sampling = sampling
@@ -36,6 +36,12 @@ class PolicyChat:
         self.max_episode_tokens = max_episode_tokens
         self.generator = torch.Generator().manual_seed(seed)
         self.sequence = TokenSequence(template)
+        self.session = object() if keep_cache else None  # the scheduler keeps this episode's KV cache by it
+
+    def close(self) -> None:
+        """The episode is over: the scheduler frees its KV cache."""
+        if self.session is not None:
+            self.scheduler.end_session(self.session)
 
     async def chat(self, messages: Sequence[dict[str, Any]], **sampling: Any) -> Turn:
         unknown = sorted(set(sampling) - set(SAMPLING_KEYS))
@@ -53,7 +59,7 @@ class PolicyChat:
             raise ContextLengthExceeded(f"{len(ids)} tokens used of max_episode_tokens={self.max_episode_tokens}")
         order = (self.episode, self.sequence.model_turns)
         token_ids, logprobs = await self.scheduler.generate(
-            order, ids, settings, min(settings.max_tokens, room), self.generator)
+            order, ids, settings, min(settings.max_tokens, room), self.generator, session=self.session)
         self.sequence.add_generation(token_ids, logprobs)
         text = self.template.tokenizer.decode(token_ids, skip_special_tokens=True)
         return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs)

@@ -38,7 +38,8 @@ class PolicyLLM:
         options = {key: value for key, value in sampling.items() if key in SAMPLING_KEYS and value is not None}
         call = next(self._calls)
         chat = PolicyChat(self.scheduler, self.template, self.sampling, episode=FIRST_CALL + call,
-                          max_episode_tokens=self.max_episode_tokens, seed=episode_seed(self.seed, "policy-llm", call))
+                          max_episode_tokens=self.max_episode_tokens, seed=episode_seed(self.seed, "policy-llm", call),
+                          keep_cache=False)
         with self.scheduler.episode():
             turn = await chat.chat(messages, **options)
         generated = len(turn.token_ids or ())

@@ -63,8 +63,11 @@ async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, sc
                               seed=episode_seed(*seed, index))
             experiences = guides[index] if guides is not None else None
             llm = GuidedLLM(chat, experiences) if experiences else chat
-            with scheduler.episode():
-                trajectory = await runner.run(task, llm)
+            try:
+                with scheduler.episode():
+                    trajectory = await runner.run(task, llm)
+            finally:
+                chat.close()
             return Episode(group=group, trajectory=trajectory, sequence=chat.sequence, guided=bool(experiences))
 
     return list(await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs))))

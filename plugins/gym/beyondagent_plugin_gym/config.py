@@ -15,6 +15,10 @@ import attrs
 from beyondagent_plugin_gym.seeds import SPLIT_SIZE, SPLITS
 
 GAMES: tuple[str, ...] = ("frozenlake", "taxi", "cliffwalking")
+MAP_SIDE_LIMIT = 128
+"""The largest FrozenLake side any config may allow: gymnasium's transition table grows with the
+map's area (a 128x128 env builds in about half a second, a 512x512 one in several seconds), and
+every observation shows the whole map."""
 
 
 @attrs.define
@@ -24,8 +28,8 @@ class FrozenLakeConfig:
     `p` is the probability that a tile is frozen (the rest are holes). With `is_slippery` the
     player moves in the chosen direction only a third of the time (gymnasium's dynamics).
     A task's own `metadata` (map, size, p, is_slippery) wins over these defaults, up to `max_size`
-    tiles a side: a task cannot make the env build a map of any size it likes (a request of an
-    env service is untrusted input).
+    tiles a side (at most `MAP_SIDE_LIMIT`): a task cannot make the env build a map of any size
+    it likes (a request of an env service is untrusted input).
     """
 
     size: int = 4
@@ -60,8 +64,8 @@ class CliffWalkingConfig:
 class GymTasksConfig:
     """`gym_tasks`: `count` tasks of `env` from the seed range of `split`, from index `start` on.
 
-    `size` and `p` shape FrozenLake maps; `is_slippery` applies to frozenlake and cliffwalking;
-    taxi uses neither.
+    `size` and `p` shape FrozenLake maps (`size` at most `MAP_SIDE_LIMIT`); `is_slippery` applies
+    to frozenlake and cliffwalking; taxi uses neither.
     """
 
     env: str = "frozenlake"
@@ -86,10 +90,14 @@ def check_episode_config(config: Any) -> None:
         raise ValueError(f"tasks_per_split must be between 1 and {SPLIT_SIZE}, got {config.tasks_per_split!r}")
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def check_map_params(size: Any, p: Any, prefix: str = "") -> None:
-    """FrozenLake's map generator needs size >= 2 (start and goal apart) and 0 < p <= 1."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-        raise ValueError(f"{prefix}size must be an integer of at least 2, got {size!r}")
+    """FrozenLake's map generator needs 2 <= size (start and goal apart) <= MAP_SIDE_LIMIT and 0 < p <= 1."""
+    if not (_is_int(size) and 2 <= size <= MAP_SIDE_LIMIT):
+        raise ValueError(f"{prefix}size must be an integer in [2, {MAP_SIDE_LIMIT}], got {size!r}")
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p <= 1:
         # p = 0 would make every tile a hole: the generator would never find a valid map.
         raise ValueError(f"{prefix}p must be a number in (0, 1], got {p!r}")
@@ -98,8 +106,9 @@ def check_map_params(size: Any, p: Any, prefix: str = "") -> None:
 def check_frozenlake_config(config: FrozenLakeConfig) -> None:
     check_episode_config(config)
     check_map_params(config.size, config.p)
-    if not (isinstance(config.max_size, int) and config.max_size >= config.size):
-        raise ValueError(f"max_size must be an integer >= size ({config.size}), got {config.max_size!r}")
+    if not (_is_int(config.max_size) and config.size <= config.max_size <= MAP_SIDE_LIMIT):
+        raise ValueError(f"max_size must be an integer in [size ({config.size}), {MAP_SIDE_LIMIT}], "
+                         f"got {config.max_size!r}")
 
 
 def check_tasks_config(config: GymTasksConfig) -> None:

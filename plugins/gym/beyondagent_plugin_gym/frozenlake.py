@@ -3,7 +3,9 @@
 A task's map is `metadata.map` when given, else gymnasium's `generate_random_map(size, p,
 seed)`, so distinct seeds give distinct maps (tiny maps repeat: a 2x2 map has three possible
 layouts). With `is_slippery` the seed also fixes where the ice slides. Success: reaching G
-(gymnasium's reward 1).
+(gymnasium's reward 1). Sizes are bounded (`max_size`), and so is the map search: gymnasium
+draws maps until one has a path from S to G, forever when `p` is too low for the size, so
+`random_map` makes the same draws but gives up after `MAX_MAP_TRIES` (a ValueError).
 
 The observation is the grid, one row of letters per line with the player as P, and where the
 player is, e.g. for a 3x3 map at the start::
@@ -20,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from gymnasium.envs.toy_text import FrozenLakeEnv
-from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+from gymnasium.envs.toy_text.frozen_lake import is_valid
+from gymnasium.utils import seeding
 
 from beyondagent_core import Task
 from beyondagent_plugin_gym.base import Start, TextGymEnv, mark, moves_on_grid
@@ -29,6 +32,8 @@ from beyondagent_plugin_gym.goals import Goal, bad_goal, check_cell, check_goal_
 from beyondagent_plugin_gym.metadata import TaskMetadata
 
 TILES = "SFHG"
+MAX_MAP_TRIES = 1000
+"""Random maps drawn before giving up (at p >= 0.65 a map with a path takes a few tries, at any size)."""
 
 
 class FrozenLake(TextGymEnv):
@@ -53,7 +58,11 @@ class FrozenLake(TextGymEnv):
             p = meta.number("p", self.config.p)
             if not 0 < p <= 1:
                 raise meta.error("p", "a number in (0, 1]", p)
-            rows = [str(row) for row in generate_random_map(size=size, p=p, seed=seed)]
+            rows = random_map(size, p, seed)
+            if rows is None:
+                where = "metadata.p" if "p" in meta else "the env's p"
+                raise ValueError(f"task {task.task_id!r}: no {size}x{size} map with a path from S to G in "
+                                 f"{MAX_MAP_TRIES} random maps at p={p:g} ({where}): use a larger p or a smaller size")
             recorded.update(size=size, p=p)
         else:
             if max(len(rows), len(rows[0])) > self.config.max_size:
@@ -129,6 +138,18 @@ class FrozenLake(TextGymEnv):
         if after == start or self.map[row][col] == "H":
             return []
         return [reach(row, col)]
+
+
+def random_map(size: int, p: float, seed: int) -> list[str] | None:
+    """gymnasium's `generate_random_map(size, p, seed)` (the same draws, so the same map), or None
+    when none of the first `MAX_MAP_TRIES` maps has a path from S to G."""
+    rng, _ = seeding.np_random(seed)
+    for _ in range(MAX_MAP_TRIES):
+        board = rng.choice(["F", "H"], (size, size), p=[p, 1 - p])
+        board[0][0], board[-1][-1] = "S", "G"
+        if is_valid(board, size):
+            return ["".join(row) for row in board]
+    return None
 
 
 def _check_tiles(meta: TaskMetadata, rows: list[str]) -> None:

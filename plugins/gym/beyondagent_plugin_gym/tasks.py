@@ -61,7 +61,10 @@ class GymTasks:
 def _env_for(config: GymTasksConfig) -> TextGymEnv:
     """The env that makes this source's tasks, with the source's game parameters."""
     if config.env == "frozenlake":
-        return FrozenLake(FrozenLakeConfig(size=config.size, p=config.p, is_slippery=config.is_slippery))
+        # Room for the source's own size: an env that serves these tasks needs max_size >= size too.
+        max_size = max(config.size, FrozenLakeConfig().max_size)
+        return FrozenLake(FrozenLakeConfig(size=config.size, max_size=max_size, p=config.p,
+                                           is_slippery=config.is_slippery))
     if config.env == "taxi":
         return Taxi(TaxiConfig())
     return CliffWalking(CliffWalkingConfig(is_slippery=config.is_slippery))

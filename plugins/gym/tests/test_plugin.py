@@ -60,7 +60,7 @@ def test_the_registry_builds_each_env_from_a_spec_block(plugin_manager) -> None:
 @pytest.mark.parametrize(
     ("kind", "block", "message"),
     [
-        ("env", {"name": "frozenlake", "size": 1}, "invalid component: size must be an integer of at least 2"),
+        ("env", {"name": "frozenlake", "size": 1}, "invalid component: size must be an integer in [2, 128], got 1"),
         ("env", {"name": "taxi", "max_steps": 0}, "invalid component: max_steps must be at least 1"),
         ("env", {"name": "frozenlake", "slippery": True}, "unknown key component.slippery"),
         ("task_source", {"name": "gym_tasks", "env": "pong"}, "invalid component: env must be one of"),

@@ -5,6 +5,7 @@
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent eval SPEC [KEY=VALUE ...] (--checkpoint PATH | --model NAME --base-url URL) [--split val] [--k 8]
     beyondagent report RUN_DIR
+    beyondagent view RUN_DIR [RUN_DIR ...] [--host 127.0.0.1] [--port 0] [--no-browser] [--token-env VAR]
     beyondagent plugins [--json | --requirements]
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent venv list|build|path ...
@@ -31,8 +32,9 @@ from beyondagent_core.eval_command import add_eval_parser, run_eval_command
 from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
+from beyondagent_core.view.command import add_view_parser, run_view_command
 
-BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "plugins", "env", "venv")
+BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "view", "plugins", "env", "venv")
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -72,6 +74,7 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
                                  description="Draw <run dir>/report.html from its metrics.jsonl and samples.jsonl "
                                              "(any backend's run, finished or still running).")
     report.add_argument("run_dir", help="the run directory, e.g. runs/quickstart")
+    add_view_parser(commands, common)
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
     output = plugins.add_mutually_exclusive_group()
@@ -154,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_eval_command(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "view":
+            return run_view_command(args)
         if args.command in handlers:
             return int(handlers[args.command](args) or 0)
         return cmd_run(args)

@@ -24,6 +24,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
 from beyondagent_core.checks import FieldRangeError, component_references, number
+from beyondagent_core.episode_records import DEFAULT_EPISODES, check_sampling
 from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.experience import ExperienceBlock
 from beyondagent_core.llm import LLMConfig
@@ -87,9 +88,17 @@ def _check_level(instance: Any, attribute: attrs.Attribute, value: str) -> None:
         raise ValueError(f"logging.level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
 
 
+def _check_episodes(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    check_sampling(value)
+
+
 @attrs.define
 class LoggingSection:
+    """`level`: the log level; `episodes`: which episodes' tokens go to `episodes.jsonl` for
+    `beyondagent view` — all, none, failures, or the share of GRPO groups per step (0..1)."""
+
     level: str = attrs.field(default="info", validator=_check_level)
+    episodes: str = attrs.field(default=DEFAULT_EPISODES, validator=_check_episodes)
 
 
 @attrs.define

@@ -61,27 +61,41 @@ def write_episodes(path: Path, count: int, template: dict[str, Any], *, group_si
     return written / count
 
 
-def timed(fetch: Any, url: str, repeat: int = 5) -> float:
-    """The median milliseconds of `repeat` GETs of `url` (after one warm-up), each on a new connection
-    (a kept-alive httpx connection adds loopback's 40 ms delayed ACK, which browsers avoid)."""
-    fetch(url)
+def get(url: str) -> bytes:
+    """One GET on a new connection, the whole body read (http.client: no client setup in the timing;
+    a kept-alive connection would add loopback's 40 ms delayed ACK, which browsers avoid)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        connection.request("GET", parts.path + (f"?{parts.query}" if parts.query else ""))
+        response = connection.getresponse()
+        body = response.read()
+        assert response.status == 200, (url, response.status)
+        return body
+    finally:
+        connection.close()
+
+
+def timed(url: str, repeat: int = 5) -> float:
+    """The median milliseconds of `repeat` GETs of `url` (after one warm-up)."""
+    get(url)
     times = []
     for _ in range(repeat):
         started = time.perf_counter()
-        response = fetch(url)
+        get(url)
         times.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, (url, response.status_code)
     return round(statistics.median(times), 1)
 
 
 def _after_append(path: Path, template: dict[str, Any], url: str) -> float:
     """A list request that first indexes a step (64 lines) the run has just appended."""
-    import httpx
-
     with path.open("a", encoding="utf-8") as handle:
         handle.write((json.dumps(template) + "\n") * 64)
     started = time.perf_counter()
-    assert httpx.get(url, timeout=60).status_code == 200
+    get(url)
     return round((time.perf_counter() - started) * 1000, 1)
 
 
@@ -91,8 +105,6 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--template", type=Path, help="take the first record of this episodes.jsonl as the template")
     args = parser.parse_args()
-    import httpx
-
     from beyondagent_core.view.app import create_app, open_runs
     from beyondagent_core.view.command import ServerThread
 
@@ -128,8 +140,7 @@ def main() -> None:
             "group": "/r/0/group?step=700&split=train&group=3",
             "api_list": "/r/0/api/episodes?sort=tokens&page=300",
         }
-        results["page_ms"] = {name: timed(lambda u: httpx.get(u, timeout=60), url + target)
-                              for name, target in pages.items()}
+        results["page_ms"] = {name: timed(url + target) for name, target in pages.items()}
         results["first_page_after_new_lines_ms"] = _after_append(path, template, url + "/r/0/")
     print(json.dumps(results, indent=1))
 

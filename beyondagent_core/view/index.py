@@ -46,6 +46,9 @@ CREATE INDEX IF NOT EXISTS by_score ON episodes (score);
 CREATE INDEX IF NOT EXISTS by_turns ON episodes (turns);
 CREATE INDEX IF NOT EXISTS by_tokens ON episodes (tokens);
 CREATE INDEX IF NOT EXISTS by_group ON episodes (step, split, grp);
+CREATE INDEX IF NOT EXISTS by_split ON episodes (split);
+CREATE INDEX IF NOT EXISTS by_origin ON episodes (origin);
+CREATE INDEX IF NOT EXISTS bad_lines ON episodes (bad) WHERE bad IS NOT NULL;
 """
 
 

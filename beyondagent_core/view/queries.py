@@ -145,7 +145,9 @@ def choices(index: EpisodeIndex) -> dict[str, list[Any]]:
 def summary(index: EpisodeIndex) -> dict[str, Any]:
     """Counts over the whole run (computed once per change of the index)."""
     def compute() -> tuple[Any, ...]:
-        return tuple(index.query("SELECT count(*), count(bad), min(step), max(step) FROM episodes")[0])
+        count, first, last = index.query("SELECT count(*), min(step), max(step) FROM episodes")[0]
+        bad = index.query("SELECT count(*) FROM episodes WHERE bad IS NOT NULL")[0][0]
+        return count, bad, first, last
 
     count, bad, first, last = index.memo("summary", compute)
     return {"episodes": count, "bad_lines": bad, "first_step": first, "last_step": last,

@@ -4,7 +4,9 @@
 (fsynced, so a killed run keeps every finished step) and, when TensorBoard is wanted, the same
 scalars to `<run_dir>/tensorboard/`. Values that are not finite numbers never reach TensorBoard;
 in JSON, NaN and infinities are written as null. `write_samples` keeps a few whole episodes per
-step in `<run_dir>/samples.jsonl` for the report (`beyondagent_core.run_records` reads them back).
+step in `<run_dir>/samples.jsonl` for the report (`beyondagent_core.run_records` reads them back);
+`write_episodes` appends the per-episode token records of `beyondagent view` to `episodes.jsonl`
+(`beyondagent_core.episode_records` has their format).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Self
 import structlog
 
 from beyondagent_core import metric_names
+from beyondagent_core.episode_records import EPISODES_FILE
 from beyondagent_core.errors import BeyondAgentError
 from beyondagent_core.jsonl import append_jsonl
 from beyondagent_core.run_records import (  # noqa: F401 - read_* re-exported for the backend's callers
@@ -49,6 +52,7 @@ class MetricsLog:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / METRICS_FILE
         self.samples_path = self.run_dir / SAMPLES_FILE
+        self.episodes_path = self.run_dir / EPISODES_FILE
         self._writer = _open_summary_writer(self.run_dir / TENSORBOARD_DIR, tensorboard, purge_step)
 
     @property
@@ -79,6 +83,12 @@ class MetricsLog:
         ]
         if records:
             append_jsonl(self.samples_path, records)
+
+    def write_episodes(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Append `episode_record` lines (NaN and infinities as null) to `episodes.jsonl`."""
+        lines = [json_safe(record) for record in records]
+        if lines:
+            append_jsonl(self.episodes_path, lines)
 
     def close(self) -> None:
         if self._writer is not None:

@@ -29,6 +29,13 @@ import torch
 from beyondagent_core import metric_names
 from beyondagent_core.advantages import AdvantageBatch, AdvantageError, check_advantages, scored_episode
 from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
+from beyondagent_core.episode_records import (
+    EPISODES_FILE,
+    EpisodeSampling,
+    PieceCache,
+    episode_record,
+    token_view,
+)
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.failures import FailureTally, check_failures
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
@@ -55,7 +62,7 @@ log = structlog.get_logger("beyondagent.torch")
 
 # What a fresh run moves aside when its run directory holds an earlier training.
 TRAINING_OUTPUTS = ("checkpoints", "metrics.jsonl", "samples.jsonl", "episode_errors.jsonl", "report.html",
-                    "tensorboard")
+                    "tensorboard", EPISODES_FILE)
 
 
 class TorchBackend:
@@ -128,6 +135,8 @@ class Trainer:
         if self.algorithm.kl_coef > 0:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.template = ChatTemplate(self.tokenizer)
+        self.episode_sampling = EpisodeSampling(spec.logging.episodes, seed=run.info.seed)
+        self.pieces = PieceCache(lambda ids: self.tokenizer.batch_decode(ids, skip_special_tokens=False))
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
         warmup = config.warmup_steps
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -198,6 +207,7 @@ class Trainer:
             self.strip_guided(episodes)
 
         advantages, advantage_metrics = self.estimate_advantages(step, episodes)
+        self.write_episodes(metrics_log, step, "train", episodes, advantages)
         flat_groups = self.count_flat_groups(step, episodes)
         trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
         if not trainable:
@@ -272,6 +282,7 @@ class Trainer:
         sampling = Sampling(self.config.val_temperature, self.config.top_p, self.config.max_new_tokens)
         episodes = self.rollout(list(enumerate(self.data.val)), sampling, seed=(self.run.info.seed, "val", step))
         self.write_samples(metrics_log, step, "val", episodes)
+        self.write_episodes(metrics_log, step, "val", episodes, None)
         scores = [episode.score for episode in episodes]
         val = {
             "val/pass@1": statistics.fmean(float(e.trajectory.reward.success) if e.trajectory.reward else 0.0
@@ -346,6 +357,23 @@ class Trainer:
         picked = list(dict.fromkeys([ranked[-1], ranked[0], *range(len(episodes))]))[:count]
         metrics_log.write_samples(step, split, [episodes[i].trajectory for i in sorted(picked)])
 
+    def write_episodes(self, metrics_log: MetricsLog, step: int, split: str, episodes: list[Episode],
+                       advantages: list[Any] | None) -> None:
+        """The token records of the episodes `logging.episodes` keeps (`episodes.jsonl`, for `beyondagent view`)."""
+        failed = [e.trajectory.error is not None or not (e.trajectory.reward and e.trajectory.reward.success)
+                  for e in episodes]
+        picked = self.episode_sampling.picked(step, split, [e.group for e in episodes], failed)
+        records = []
+        for i in picked:
+            episode, sequence = episodes[i], episodes[i].sequence
+            per_token = None if advantages is None else [float(a) for a in advantages[i]]
+            tokens = token_view(sequence.input_ids, sequence.loss_mask, sequence.logprobs, per_token,
+                                self.pieces.pieces(sequence.input_ids), sequence.turn_spans, sequence.prompt_length)
+            records.append(episode_record(step=step, split=split, index=i, group=episode.group,
+                                          trajectory=episode.trajectory, tokens=tokens, guided=episode.guided,
+                                          off_policy=episode.off_policy))
+        metrics_log.write_episodes(records)
+
     def save(self, step: int) -> None:
         path = save_checkpoint(self.run.run_dir, step, model=self.model, tokenizer=self.tokenizer,
                                optimizer=self.optimizer, scheduler=self.lr_schedule, spec=self.spec_snapshot,
@@ -400,8 +428,19 @@ class Trainer:
         write_jsonl(run_dir / "metrics.jsonl", kept)
         if (run_dir / SAMPLES_FILE).is_file():
             write_jsonl(run_dir / SAMPLES_FILE, [r for r in read_samples(run_dir) if r["step"] <= checkpoint.step])
+        if (run_dir / EPISODES_FILE).is_file():
+            write_jsonl(run_dir / EPISODES_FILE,
+                        [r for r in read_episode_records(run_dir) if r["step"] <= checkpoint.step])
         log.info("train.resumed", step=checkpoint.step, checkpoint=str(checkpoint.path))
         return checkpoint.step
+
+
+def read_episode_records(run_dir: Path) -> list[dict[str, Any]]:
+    """`episodes.jsonl`'s records (a torn or bad line left out), for trimming on resume."""
+    from beyondagent_core.jsonl import BadRecords, json_lines
+
+    return [obj for _, _, obj in json_lines(run_dir / EPISODES_FILE, BadRecords("skip"))
+            if isinstance(obj, dict) and isinstance(obj.get("step"), int)]
 
 
 def archive_previous_training(run_dir: Path) -> None:

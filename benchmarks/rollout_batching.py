@@ -14,6 +14,9 @@ What is measured
                    KV cache is kept between its turns (only new tokens are prefilled) and a batch's
                    identical prompts are prefilled once (the scheduler's defaults).
     batched_no_kv: the same with `kv_cache_tokens=0`: every turn prefills the whole conversation.
+    continuous:    batched with `batching="continuous"`: an episode joins the decode batch as soon
+                   as its env answers and leaves it when its turn is done, instead of every turn
+                   waiting for the slowest episode's env.
     sequential:    `max_concurrency=1`: one episode after another, every turn a batch of one (with
                    the KV cache kept between turns).
 
@@ -30,7 +33,8 @@ How to read the output
     episode. "same tokens" counts the episodes whose sampled tokens are identical in both modes:
     padding changes float rounding in the batched forward, which can flip an unlikely token and
     then the rest of that episode, so most but not necessarily all match.
-    `kv_reuse_speedup: X.XX` is batched over batched_no_kv episodes/s; the last line,
+    `kv_reuse_speedup: X.XX` is batched over batched_no_kv episodes/s, `continuous_vs_lockstep: X.XX`
+    continuous over batched episodes/s; the last line,
     `rollout_batching_speedup: X.XX`, is batched episodes/s over sequential episodes/s.
 
     `--scaling` adds how cost grows with concurrency: episodes/s and tokens/s at 1, 4, 16, 32
@@ -67,7 +71,7 @@ from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow  # noqa: E
 from beyondagent_core.runtime.tokens import ChatTemplate  # noqa: E402
 from beyondagent_core.types import Task  # noqa: E402
 
-MODES = ("batched", "batched_no_kv", "sequential")
+MODES = ("batched", "batched_no_kv", "continuous", "sequential")
 SCALING = (1, 4, 16, 32, 64)
 MAX_EPISODE_TOKENS = 1024
 
@@ -150,7 +154,8 @@ def measure(policy: Policy, runner: EpisodeRunner, episode_tasks: list[Task], *,
         concurrency = 1 if mode == "sequential" else len(episode_tasks)
     kv_cache_tokens = 0 if mode == "batched_no_kv" else DEFAULT_KV_CACHE_TOKENS
     scheduler = ChatScheduler(policy.model, eos_token_ids=policy.stop_ids, pad_token_id=policy.tokenizer.pad_token_id,
-                              max_batch_size=concurrency, kv_cache_tokens=kv_cache_tokens)  # as the trainer does
+                              max_batch_size=concurrency, kv_cache_tokens=kv_cache_tokens,
+                              batching="continuous" if mode == "continuous" else "lockstep")  # as the trainer does
     started = time.perf_counter()
     episodes = asyncio.run(rollout(
         list(enumerate(episode_tasks)), runner=runner, scheduler=scheduler, template=policy.template,
@@ -312,6 +317,7 @@ def main(argv: list[str]) -> int:
     print(f"same tokens in batched and sequential: {matched}/{total} episodes; "
           f"total {time.perf_counter() - started:.0f} s")
     print(f"kv_reuse_speedup: {rates['batched'] / rates['batched_no_kv']:.2f}")
+    print(f"continuous_vs_lockstep: {rates['continuous'] / rates['batched']:.2f}")
     print(f"rollout_batching_speedup: {rates['batched'] / rates['sequential']:.2f}")
     return 0
 

@@ -116,13 +116,21 @@ class RunContext:
                     raise SpecError(f"env {registered.name!r} runs in its own venv ({registered.venv!r}), "
                                     "not in this process", where=f"{where} (local)",
                                     hint="set env.service: launch (or the URL of a running `beyondagent env serve`)")
-                self._env_opener = LocalEnvOpener(component.create)
+                self._env_opener = LocalEnvOpener(component.create, call_timeout=component.block.call_timeout)
             else:
                 from beyondagent_core.envservice.openers import remote_opener
 
                 config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
                 launch = launch_settings(self.registry, registered)
                 launch["args"] = (*launch["args"], *(str(arg) for arg in component.block.serve_args))
+                if component.block.call_timeout is not None:
+                    if service != "launch":
+                        raise SpecError("env.call_timeout bounds env calls this run makes in-process or on a server "
+                                        "it launches; a running service has its own limit",
+                                        where=f"{self.spec.path or 'the spec'}, key env.call_timeout",
+                                        hint="start that server with --call-timeout SECONDS and remove "
+                                             "env.call_timeout")
+                    launch["call_timeout"] = component.block.call_timeout
                 self._env_opener = remote_opener(registered.name, service, where=where, config=config, launch=launch)
         return self._env_opener
 

@@ -146,11 +146,14 @@ class EnvBlock:
 
     `serve_args`: extra `beyondagent env serve` options for `launch`, after the env's own (a later
     flag wins), e.g. `[--process-warm, "8"]` to start a group's worth of env workers ahead.
+    `call_timeout`: seconds an in-process (`local`) env call may take before its episode fails
+    with an episode error (None: no limit); a served env's limit is the server's `--call-timeout`.
     """
 
     name: str | None = None
     service: str = attrs.field(default="local", validator=_check_service)
     serve_args: list[str] = attrs.field(factory=list)
+    call_timeout: float | None = attrs.field(default=None, validator=number(gt=0))
 
 
 @attrs.define

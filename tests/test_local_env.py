@@ -159,3 +159,61 @@ def test_blocking_steps_of_many_envs_overlap() -> None:
     started = time.perf_counter()
     asyncio.run(go())
     assert time.perf_counter() - started < 0.6  # 4 x 0.2 s in sequence would be 0.8 s
+
+
+def test_a_call_past_the_timeout_fails_its_episode_and_closes_the_env_when_it_returns() -> None:
+    from beyondagent_core.envs.local import EnvCallTimeout, LocalEnvOpener
+    from beyondagent_core.runtime.episodes import EpisodeRunner
+    from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow
+    from beyondagent_core.types import Turn
+
+    envs: list[Walker] = []
+
+    class SlowOnHang(Walker):
+        def reset(self, task: Task) -> EnvReset:
+            self.step_seconds = 1.0 if task.task_id == "hang" else 0.0
+            return super().reset(task)
+
+    def make_env() -> Walker:
+        envs.append(SlowOnHang())
+        return envs[-1]
+
+    class Right:
+        async def chat(self, messages, **sampling):
+            return Turn(role="assistant", content="right")
+
+    async def main():
+        runner = EpisodeRunner(workflow=ReactWorkflow(ReactConfig(max_turns=4)),
+                               make_env=LocalEnvOpener(make_env, call_timeout=0.3))
+        started = time.perf_counter()
+        tasks = [Task(task_id="hang", query=TASK.query, ground_truth=2), TASK, TASK]
+        hung, *others = await asyncio.gather(*(runner.run(task, Right()) for task in tasks))
+        seconds = time.perf_counter() - started
+        slow = next(env for env in envs if env.step_seconds)
+        assert slow.close_calls == 0  # still stepping: closed by its own thread when the step returns
+        return hung, others, seconds, slow
+
+    started = time.perf_counter()
+    hung, others, seconds, slow = asyncio.run(main())
+    assert seconds < 0.9 and time.perf_counter() - started < 0.9  # nobody waited for the hung step
+    assert hung.error is not None and "env.call_timeout=0.3" in hung.error and EnvCallTimeout.__name__ in hung.error
+    assert all(t.error is None and t.reward.success for t in others)
+    deadline = time.monotonic() + 5
+    while slow.close_calls == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert slow.events[-2:] == ["step-end", "close"] and slow.close_calls == 1
+
+
+def test_a_timed_out_env_refuses_further_calls() -> None:
+    from beyondagent_core.envs.local import EnvCallTimeout
+
+    async def main():
+        env = LocalAsyncEnv(Walker(step_seconds=0.5), call_timeout=0.1)
+        await env.reset(TASK)
+        with pytest.raises(EnvCallTimeout, match="took longer than env.call_timeout=0.1 s"):
+            await env.step({"role": "assistant", "content": "right"})
+        with pytest.raises(EnvCallTimeout, match="an earlier call timed out"):
+            await env.evaluate()
+        await env.close()
+
+    asyncio.run(main())

@@ -159,7 +159,7 @@ def test_defaults_are_filled_into_resolved(registry: Registry) -> None:
     assert resolved["algorithm"]["loss_agg_mode"] == "token-mean"
     assert resolved["plugins"] == {"require": [], "disable": [], "settings": {}}
     assert resolved["tasks"] == {"train": {"name": "jsonl", "path": "train.jsonl", "limit": None}, "val": None}
-    assert resolved["env"] == {"name": None, "service": "local", "serve_args": []}
+    assert resolved["env"] == {"name": None, "service": "local", "serve_args": [], "call_timeout": None}
     assert resolved["explore"] == {"name": None, "n": 0, "workers": 4, "cache": None, "executor": "local",
                                    "ray_address": None, "ray_actors": 2, "ray_num_cpus": 0.25,
                                    "max_failed_fraction": 0.0, "summarizer": {"name": None}}

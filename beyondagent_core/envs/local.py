@@ -6,11 +6,18 @@ Each call runs the env's own method in a worker thread (`asyncio.to_thread`), so
 episodes share one event loop while a slow `step` blocks nobody. Calls to one env are
 serialized by a lock, so `close()` after a cancelled `step` waits for that step to end
 instead of racing it. Return types are checked, so a broken env fails where it broke.
+
+`call_timeout` (`env.call_timeout` in the spec) bounds each call: a call that takes longer
+fails its episode with `EnvCallTimeout` (an episode error; the other episodes go on). Such
+calls run in daemon threads of their own, since a thread cannot be killed: a hung call keeps
+its thread (and the process exits without waiting for it); the env is closed in a thread once
+the call returns, and the episode does not wait for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -23,13 +30,19 @@ from beyondagent_core.types import Reward, Task
 R = TypeVar("R")
 
 
+class EnvCallTimeout(TimeoutError):
+    """An env call took longer than `env.call_timeout`."""
+
+
 class LocalAsyncEnv:
     """Adapts a sync `Env` to the `AsyncEnv` protocol; `async with` closes it on exit."""
 
-    def __init__(self, env: Env):
+    def __init__(self, env: Env, *, call_timeout: float | None = None):
         self.env = env
+        self.call_timeout = call_timeout
         self._lock = threading.Lock()
         self._closed = False
+        self._hung = False  # a call timed out and may still be running in its thread
 
     @property
     def closed(self) -> bool:
@@ -51,13 +64,18 @@ class LocalAsyncEnv:
             raise EnvMethodMissing(type(self.env).__name__, method)
         if self._closed:
             raise RuntimeError(f"{type(self.env).__name__}.{method}() called after close()")
-        return await asyncio.to_thread(self._locked, function, *args)
+        return await self._in_thread(method, function, *args)
 
     async def close(self) -> None:
-        """Close the env once; later calls do nothing."""
+        """Close the env once; later calls do nothing. After a timed-out call, the close waits
+        for that call in its own thread instead of here."""
         if self._closed:
             return
         self._closed = True
+        if self._hung:
+            threading.Thread(target=self._locked, args=(self.env.close,), daemon=True,
+                             name="env-close-after-timeout").start()
+            return
         await asyncio.to_thread(self._locked, self.env.close)
 
     async def __aenter__(self) -> LocalAsyncEnv:
@@ -74,7 +92,7 @@ class LocalAsyncEnv:
     async def _call(self, method: str, expected: type[R], *args: Any) -> R:
         if self._closed:
             raise RuntimeError(f"{type(self.env).__name__}.{method}() called after close()")
-        result = await asyncio.to_thread(self._locked, getattr(self.env, method), *args)
+        result = await self._in_thread(method, getattr(self.env, method), *args)
         if not isinstance(result, expected):
             raise TypeError(
                 f"{type(self.env).__name__}.{method}() must return {expected.__name__}, "
@@ -82,23 +100,60 @@ class LocalAsyncEnv:
             )
         return result
 
+    async def _in_thread(self, method: str, fn: Callable[..., R], *args: Any) -> R:
+        if self._hung:
+            raise EnvCallTimeout(f"{type(self.env).__name__}.{method}() not run: an earlier call timed out")
+        if self.call_timeout is None:
+            return await asyncio.to_thread(self._locked, fn, *args)
+        try:
+            return await asyncio.wait_for(in_daemon_thread(self._locked, fn, *args), self.call_timeout)
+        except TimeoutError:
+            self._hung = True
+            raise EnvCallTimeout(f"{type(self.env).__name__}.{method}() took longer than env.call_timeout="
+                                 f"{self.call_timeout:g} s") from None
+
     def _locked(self, fn: Callable[..., R], *args: Any) -> R:
         with self._lock:
             return fn(*args)
+
+
+async def in_daemon_thread(fn: Callable[..., R], *args: Any) -> R:
+    """`fn(*args)` in a daemon thread of its own: unlike the loop's default executor, which
+    `asyncio.run` waits for at exit, a call that never returns cannot hold up the caller's exit."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def deliver(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def work() -> None:
+        try:
+            result = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            outcome: tuple[Callable[[Any], None], Any] = (future.set_exception, exc)
+        else:
+            outcome = (future.set_result, result)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
+            loop.call_soon_threadsafe(deliver, *outcome)
+
+    threading.Thread(target=work, daemon=True, name="env-call").start()
+    return await future
 
 
 class LocalEnvOpener:
     """The `EnvOpener` of `env.service: local`: each episode gets a fresh env from `create`.
 
     `create` (the env's factory with its config) runs in a worker thread, since building an
-    env may load files.
+    env may load files. `call_timeout` bounds each call of the envs it opens (`LocalAsyncEnv`).
     """
 
-    def __init__(self, create: Callable[[], Env]):
+    def __init__(self, create: Callable[[], Env], *, call_timeout: float | None = None):
         self.create = create
+        self.call_timeout = call_timeout
 
     async def open(self) -> LocalAsyncEnv:
-        return LocalAsyncEnv(await asyncio.to_thread(self.create))
+        return LocalAsyncEnv(await asyncio.to_thread(self.create), call_timeout=self.call_timeout)
 
     async def aclose(self) -> None:
         """Nothing is shared between local episodes."""

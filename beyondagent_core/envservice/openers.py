@@ -40,15 +40,23 @@ def remote_opener(env_name: str, service: str, *, where: str, config: dict[str, 
                   launch: dict[str, Any] | None = None) -> RemoteEnvOpener:
     """The opener of `env.service` = a service URL or `launch`, for the env named `env_name`.
 
-    `launch` holds how to start a launched server: `python` (an env's own venv) and `args`.
+    `launch` holds how to start a launched server: `python` (an env's own venv), `args` and
+    `call_timeout` (the server's `--call-timeout`, when the spec sets one: the client waits longer).
     """
     if service == "launch":
+        from beyondagent_core.envservice.client import ClientOptions
         from beyondagent_core.envservice.launch import LaunchedServer
 
         launch = launch or {}
-        server = LaunchedServer.start(env_name, config, where=where, python=launch.get("python"),
-                                      args=tuple(launch.get("args", ())))
-        return RemoteEnvOpener(EnvServiceClient(server.url, token=server.token), env_name, launched=server)
+        args = tuple(launch.get("args", ()))
+        options = ClientOptions()
+        if launch.get("call_timeout") is not None:
+            args = (*args, "--call-timeout", f"{launch['call_timeout']:g}")
+            # The server's 504 must arrive before the client gives up on the call.
+            options = ClientOptions(timeout=max(options.timeout, launch["call_timeout"] + 30))
+        server = LaunchedServer.start(env_name, config, where=where, python=launch.get("python"), args=args)
+        return RemoteEnvOpener(EnvServiceClient(server.url, token=server.token, options=options), env_name,
+                               launched=server)
     if not service.startswith(("http://", "https://")):
         raise SpecError(f"env.service must be local, launch or an http(s):// URL, got {service!r}", where=where,
                         hint="e.g. env.service: http://127.0.0.1:8000 (start it with `beyondagent env serve`)")

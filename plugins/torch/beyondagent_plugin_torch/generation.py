@@ -26,8 +26,14 @@ from typing import Any
 import attrs
 import torch
 
-from beyondagent_plugin_torch.kv_cache import SessionCache, cache_layers, make_cache, row_prefix, stack_prefixes
-
+from beyondagent_plugin_torch.kv_cache import (
+    SessionCache,
+    cache_layers,
+    left_pad,
+    make_cache,
+    row_prefix,
+    stack_prefixes,
+)
 
 # Cached tokens kept over all episodes between their turns: for a 1.5B Qwen2 (28 layers, 2 KV
 # heads of 128, bf16) that is ~28 KB a token, ~1.8 GB at this budget.
@@ -65,26 +71,56 @@ class _Request:
 @attrs.define
 class GenerationStats:
     requests: int = 0
-    batches: int = 0
+    batches: int = 0  # decode loops started (lockstep: one per turn of the episodes in flight)
+    prefills: int = 0  # prefill passes (continuous batching: one per admission)
     generated_tokens: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # in the model and sampling, not waiting for episodes
+
+
+@attrs.define(eq=False)
+class _Row:
+    """A request being decoded: its uniforms (drawn at admission) and what it has sampled so far."""
+
+    request: _Request
+    uniforms: torch.Tensor
+    tokens: list[int] = attrs.Factory(list)
+    logprobs: list[float] = attrs.Factory(list)
+
+
+@attrs.define(eq=False)
+class _Batch:
+    """The decode batch: one row per running request, the KV cache over the tokens fed so far."""
+
+    rows: list[_Row]
+    cache: Any
+    attention: torch.Tensor  # [rows, cache length]: 1 where a row has a token, 0 for padding
+    positions: torch.Tensor  # [rows, 1]: the position of each row's last token fed
+    logits: torch.Tensor  # [rows, vocab]: for each row's next token
+
+
+BATCHING = ("lockstep", "continuous")
 
 
 class ChatScheduler:
     """Batches generation requests from concurrent episodes (see the module docstring)."""
 
     def __init__(self, model: Any, *, eos_token_ids: Sequence[int], pad_token_id: int,
-                 max_batch_size: int = 64, kv_cache_tokens: int = DEFAULT_KV_CACHE_TOKENS):
+                 max_batch_size: int = 64, kv_cache_tokens: int = DEFAULT_KV_CACHE_TOKENS,
+                 batching: str = "lockstep"):
+        if batching not in BATCHING:
+            raise ValueError(f"batching must be one of {', '.join(BATCHING)}, got {batching!r}")
         self.model = model
         self.device = next(model.parameters()).device
-        self.eos_token_ids = torch.tensor(sorted(set(eos_token_ids)), device=self.device)
+        self.eos_token_ids = frozenset(eos_token_ids)
         self.pad_token_id = pad_token_id
         self.max_batch_size = max_batch_size
+        self.batching = batching
         self.stats = GenerationStats()
         self.kv = SessionCache(kv_cache_tokens)
         # A prefill needs the logits of its last position only: not [rows, prompt, vocab] of them.
         accepts = "logits_to_keep" in inspect.signature(type(model).forward).parameters
         self._last_logits_only = {"logits_to_keep": 1} if accepts else {}
+        self._rows_copyable = True  # the model's KV cache is one whose rows kv_cache.py can copy
         self._active = 0
         self._waiting: list[_Request] = []
         self._busy = False
@@ -113,6 +149,10 @@ class ChatScheduler:
         self._maybe_start_batch()
         return await future
 
+    def end_session(self, session: Hashable) -> None:
+        """An episode ended: free its cached prefix."""
+        self.kv.drop(session)
+
     def _maybe_start_batch(self) -> None:
         # Decide on the next turn of the event loop, after the episodes that are ready to run
         # (just started, or just back from an env step) have submitted their requests too.
@@ -124,75 +164,130 @@ class ChatScheduler:
         self._check_pending = False
         if self._busy or not self._waiting:
             return
-        if len(self._waiting) < min(max(self._active, 1), self.max_batch_size):
+        lockstep = self.batching == "lockstep" or not self._rows_copyable
+        if lockstep and len(self._waiting) < min(max(self._active, 1), self.max_batch_size):
             return  # other episodes are still stepping their envs: wait to batch them too
-        self._waiting.sort(key=lambda request: request.order)
-        batch, self._waiting = self._waiting[: self.max_batch_size], self._waiting[self.max_batch_size:]
         self._busy = True
-        asyncio.get_running_loop().create_task(self._run_batch(batch))
+        asyncio.get_running_loop().create_task(self._decode(self._take_waiting(self.max_batch_size)))
 
-    async def _run_batch(self, batch: list[_Request]) -> None:
+    def _take_waiting(self, room: int) -> list[_Request]:
+        self._waiting.sort(key=lambda request: request.order)
+        taken, self._waiting = self._waiting[:room], self._waiting[room:]
+        return taken
+
+    async def _decode(self, requests: list[_Request]) -> None:
+        """The decode loop: sample a token for every running row, step after step, until none runs.
+
+        A row leaves the batch when it is done (its episode goes on at once); with continuous
+        batching, requests that arrive meanwhile join between two steps (prefilled, then merged).
+        It runs on the event loop's thread, which also trains: torch's CPU thread pool is per
+        thread, and a second thread's pool competing with it slowed decoding 2-3x on 2 cores. Env
+        calls run in their worker threads meanwhile, and the loop yields to episodes between steps.
+        """
         loop = asyncio.get_running_loop()
-        started = loop.time()
+        self.stats.batches += 1
+        batch: _Batch | None = None
         try:
-            # On the event loop's thread, which also trains: torch's CPU thread pool is per thread,
-            # and a second thread's pool competing with it slowed decoding 2-3x on 2 cores. Every
-            # episode in flight is waiting for this batch anyway (env calls already sent keep
-            # running in their worker threads).
-            results = self._sample(batch)
+            while requests or batch is not None:
+                started = loop.time()
+                with torch.inference_mode():
+                    if requests:
+                        batch = self._admit(batch, requests)
+                        requests = []
+                    batch = self._step(batch)
+                self.stats.seconds += loop.time() - started
+                await asyncio.sleep(0)  # episodes whose turn ended go on; their envs answer
+                if batch is not None and self.batching == "continuous" and self._rows_copyable:
+                    requests = self._take_waiting(self.max_batch_size - len(batch.rows))
         except Exception as exc:  # noqa: BLE001 - every waiting episode learns why
-            for request in batch:
+            for request in [*(row.request for row in (batch.rows if batch else ())), *requests]:
                 if not request.future.done():
                     request.future.set_exception(exc)
-        else:
-            for request, result in zip(batch, results):
-                if not request.future.done():
-                    request.future.set_result(result)
-                self.stats.generated_tokens += len(result[0])
         finally:
-            self.stats.requests += len(batch)
-            self.stats.batches += 1
-            self.stats.seconds += loop.time() - started
             self._busy = False
             self._maybe_start_batch()
 
-    @torch.inference_mode()
-    def _sample(self, batch: list[_Request]) -> list[tuple[list[int], list[float]]]:
-        device, size = self.device, len(batch)
-        temperature = torch.tensor([r.sampling.temperature for r in batch], device=device)
-        top_p = torch.tensor([r.sampling.top_p for r in batch], device=device)
-        limits = torch.tensor([r.max_new_tokens for r in batch], device=device)
-        horizon = int(limits.max())
+    def _admit(self, batch: _Batch | None, requests: list[_Request]) -> _Batch:
+        """Prefill `requests` and add them to `batch` (None: they start one)."""
         # Each episode draws the uniforms for its own token limit from its own generator, so what it
         # samples does not depend on which other episodes share the batch.
-        uniforms = torch.zeros((size, horizon))
-        for row, request in enumerate(batch):
-            uniforms[row, : request.max_new_tokens] = torch.rand(request.max_new_tokens, generator=request.generator)
-        uniforms = uniforms.to(device)
+        rows = [_Row(r, torch.rand(r.max_new_tokens, generator=r.generator).to(self.device)) for r in requests]
+        out, attention = self._prefill(requests)
+        self.stats.prefills += 1
+        self.stats.requests += len(requests)
+        positions = torch.tensor([[len(r.prompt_ids) - 1] for r in requests], device=self.device)
+        new = _Batch(rows, out.past_key_values, attention, positions, out.logits[:, -1, :])
+        if batch is None:
+            return new
+        layers, new_layers = cache_layers(batch.cache), cache_layers(new.cache)
+        width = max(batch.attention.shape[1], new.attention.shape[1])
+        keys, values = ([torch.cat([left_pad(a, width, dim=2), left_pad(b, width, dim=2)])
+                         for a, b in zip(old, added)] for old, added in zip(layers, new_layers))
+        attention = torch.cat([left_pad(batch.attention, width, dim=1), left_pad(new.attention, width, dim=1)])
+        return _Batch(batch.rows + new.rows, make_cache(keys, values), attention,
+                      torch.cat([batch.positions, new.positions]), torch.cat([batch.logits, new.logits]))
 
-        out, attention = self._prefill(batch)
-        tokens, logprobs = [], []
-        done = torch.zeros(size, dtype=torch.bool, device=device)
-        lengths = torch.zeros(size, dtype=torch.long, device=device)
-        last_position = torch.tensor([[len(r.prompt_ids) - 1] for r in batch], device=device)
-        for step in range(horizon):
-            chosen, chosen_logprobs = sample_next(out.logits[:, -1, :].float(), temperature, top_p, uniforms[:, step])
-            tokens.append(chosen)
-            logprobs.append(chosen_logprobs)
-            lengths += (~done).long()
-            done |= torch.isin(chosen, self.eos_token_ids) | (limits <= step + 1)
-            if bool(done.all()):
-                break
-            next_tokens = torch.where(done, torch.full_like(chosen, self.pad_token_id), chosen)
-            attention = torch.cat([attention, (~done).long()[:, None]], dim=1)
-            last_position = last_position + 1
-            out = self.model(input_ids=next_tokens[:, None], attention_mask=attention, position_ids=last_position,
-                             past_key_values=out.past_key_values, use_cache=True)
-        token_rows = torch.stack(tokens, 1).tolist()
-        logprob_rows = torch.stack(logprobs, 1).tolist()
-        results = [(t[:n], lp[:n]) for t, lp, n in zip(token_rows, logprob_rows, lengths.tolist())]
-        self._keep_caches(batch, out.past_key_values, attention, results)
-        return results
+    def _step(self, batch: _Batch) -> _Batch | None:
+        """Sample one token for every row; finish the rows that are done; feed the others' tokens."""
+        rows = batch.rows
+        temperature = torch.tensor([row.request.sampling.temperature for row in rows], device=self.device)
+        top_p = torch.tensor([row.request.sampling.top_p for row in rows], device=self.device)
+        uniforms = torch.stack([row.uniforms[len(row.tokens)] for row in rows])
+        chosen, chosen_logprobs = sample_next(batch.logits.float(), temperature, top_p, uniforms)
+        done = []
+        for index, (row, token, logprob) in enumerate(zip(rows, chosen.tolist(), chosen_logprobs.tolist())):
+            row.tokens.append(token)
+            row.logprobs.append(logprob)
+            if token in self.eos_token_ids or len(row.tokens) >= row.request.max_new_tokens:
+                done.append(index)
+        if done:
+            layers = cache_layers(batch.cache)
+            for index in done:
+                self._finish(rows[index], layers, index, batch.attention[index])
+            if len(done) == len(rows):
+                return None
+            keep = torch.tensor([i for i in range(len(rows)) if i not in set(done)], device=self.device)
+            batch = self._select(batch, keep)
+            chosen = chosen.index_select(0, keep)
+        attention = torch.cat([batch.attention, torch.ones_like(batch.attention[:, :1])], dim=1)
+        positions = batch.positions + 1
+        out = self.model(input_ids=chosen[:, None], attention_mask=attention, position_ids=positions,
+                         past_key_values=batch.cache, use_cache=True)
+        return _Batch(batch.rows, out.past_key_values, attention, positions, out.logits[:, -1, :])
+
+    def _select(self, batch: _Batch, keep: torch.Tensor) -> _Batch:
+        """The batch with only the rows `keep`, its padding columns that no row uses dropped."""
+        attention = batch.attention.index_select(0, keep)
+        first = int(attention.any(0).nonzero()[0])  # leading columns every kept row pads
+        layers = cache_layers(batch.cache)
+        if layers is None:  # a cache kv_cache.py cannot rebuild: transformers' own row selection
+            batch.cache.batch_select_indices(keep)
+            cache, first = batch.cache, 0
+        else:
+            keys, values = ([t.index_select(0, keep)[:, :, first:] for t in group] for group in layers)
+            cache = make_cache(keys, values)
+        rows = [batch.rows[i] for i in keep.tolist()]
+        return _Batch(rows, cache, attention[:, first:], batch.positions.index_select(0, keep),
+                      batch.logits.index_select(0, keep))
+
+    def _finish(self, row: _Row, layers: Any, index: int, attention: torch.Tensor) -> None:
+        """Answer a finished row's episode and keep its session's cache for the next turn: every
+        token fed, i.e. the prompt and the sampled tokens but the last."""
+        request = row.request
+        self.stats.generated_tokens += len(row.tokens)
+        if not request.future.done():
+            request.future.set_result((row.tokens, row.logprobs))
+        if request.session is None or self.kv.budget_tokens == 0:
+            return
+        if layers is None:
+            self._rows_copyable = False
+            self.kv.budget_tokens = 0  # not a cache whose rows this module can copy: re-prefill each turn
+            return
+        seen = request.prompt_ids + row.tokens[:-1]
+        positions = attention.nonzero().squeeze(-1)
+        if len(positions) != len(seen):  # cannot happen; never store a cache that does not match its ids
+            raise RuntimeError(f"KV cache of {len(positions)} tokens for {len(seen)} ids")
+        self.kv.put(request.session, row_prefix(*layers, index, positions, seen))
 
     def _prefill(self, batch: list[_Request]) -> tuple[Any, torch.Tensor]:
         """One forward pass over what each row has not seen yet; returns its output (expanded to
@@ -257,29 +352,6 @@ class ChatScheduler:
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=True,
                          **self._last_logits_only)
         return out, attention
-
-    def _keep_caches(self, batch: list[_Request], cache: Any, attention: torch.Tensor,
-                     results: list[tuple[list[int], list[float]]]) -> None:
-        """Store each session's cache for its next turn: every token fed, i.e. the prompt and the
-        sampled tokens but the last."""
-        if self.kv.budget_tokens == 0 or all(r.session is None for r in batch):
-            return
-        layers = cache_layers(cache)
-        if layers is None:
-            self.kv.budget_tokens = 0  # not a cache whose rows this module can copy
-            return
-        for row, (request, (ids, _)) in enumerate(zip(batch, results)):
-            if request.session is None:
-                continue
-            seen = request.prompt_ids + ids[:-1]
-            positions = attention[row].nonzero().squeeze(-1)
-            if len(positions) != len(seen):  # cannot happen; never store a cache that does not match its ids
-                raise RuntimeError(f"KV cache of {len(positions)} tokens for {len(seen)} ids")
-            self.kv.put(request.session, row_prefix(*layers, row, positions, seen))
-
-    def end_session(self, session: Hashable) -> None:
-        """An episode ended: free its cached prefix."""
-        self.kv.drop(session)
 
 
 def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,

@@ -160,3 +160,13 @@ def row_prefix(keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor], row
     """Row `row`'s cache at `positions` (its real, unpadded tokens, in order) as the prefix of `ids`."""
     return CachedPrefix(ids, [k[row].index_select(1, positions) for k in keys],
                         [v[row].index_select(1, positions) for v in values])
+
+
+def left_pad(tensor: torch.Tensor, width: int, *, dim: int) -> torch.Tensor:
+    """`tensor` widened to `width` along `dim` with zeros on the left (masked-out positions)."""
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)

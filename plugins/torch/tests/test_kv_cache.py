@@ -1,8 +1,11 @@
-"""An episode's KV cache kept between turns, and shared group prefixes, with the real tiny model.
+"""An episode's KV cache kept between turns, shared group prefixes and continuous batching, with
+the real tiny model.
 
 Reuse must be exact: every turn's token ids equal those of a scheduler that prefills the whole
 conversation again (greedy, and sampled with fixed seeds), log-probs equal within float noise,
 including a turn whose prompt re-renders earlier text and a budget too small to keep everything.
+Continuous batching (episodes join and leave the decode batch between steps) must generate what
+lockstep batching generates, and an episode waiting on a slow env must not hold the others.
 """
 
 from __future__ import annotations
@@ -68,12 +71,13 @@ def assert_same(reused, fresh) -> None:
             assert lp_r == pytest.approx(lp_f, abs=1e-4)
 
 
+@pytest.mark.parametrize("batching", ["lockstep", "continuous"])
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_reused_caches_generate_what_a_full_prefill_generates(policy, temperature) -> None:
+def test_reused_caches_generate_what_a_full_prefill_generates(policy, temperature, batching) -> None:
     _, tokenizer = policy
     prompts = [tokenizer.encode(p, add_special_tokens=False) for p in FIRST]
     sampling = Sampling(temperature=temperature, top_p=1.0, max_tokens=8)
-    cached, uncached = scheduler_for(policy), scheduler_for(policy, kv_cache_tokens=0)
+    cached, uncached = scheduler_for(policy, batching=batching), scheduler_for(policy, kv_cache_tokens=0)
     assert_same(play(cached, tokenizer, prompts, sampling), play(uncached, tokenizer, prompts, sampling))
     assert uncached.kv.stats.reused_tokens == 0
     # Turns 2 and 3 of each episode fed only the model's last token and the observation.
@@ -93,12 +97,14 @@ def test_a_rerendered_prompt_uses_the_cache_up_to_where_it_diverges(policy) -> N
     assert cached.kv.stats.rerenders == len(prompts)
 
 
-def test_a_small_budget_evicts_and_stays_exact(policy) -> None:
+@pytest.mark.parametrize("batching", ["lockstep", "continuous"])
+def test_a_small_budget_evicts_and_stays_exact(policy, batching) -> None:
     _, tokenizer = policy
     prompts = [tokenizer.encode(p, add_special_tokens=False) for p in FIRST]
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=6)
     budget = max(len(p) for p in prompts) + 8  # about one episode's cache
-    small, uncached = scheduler_for(policy, kv_cache_tokens=budget), scheduler_for(policy, kv_cache_tokens=0)
+    small = scheduler_for(policy, kv_cache_tokens=budget, batching=batching)
+    uncached = scheduler_for(policy, kv_cache_tokens=0)
     assert_same(play(small, tokenizer, prompts, sampling), play(uncached, tokenizer, prompts, sampling))
     stats = small.kv.stats
     assert stats.evictions + stats.over_budget > 0
@@ -155,3 +161,41 @@ def test_the_store_evicts_least_recently_used_first() -> None:
     # A prompt equal to the cached ids still feeds its last token.
     cut = store.take("c", list(range(4)))
     assert cut is not None and len(cut) == 3 and cut.keys[0].shape[1] == 3 and store.stats.rerenders == 0
+
+
+def test_continuous_batching_does_not_wait_for_a_slow_env(policy) -> None:
+    """Three fast episodes and one whose env takes 1 s per step: with continuous batching the fast
+    ones finish all their turns while the slow one waits; in lockstep each turn waits for it."""
+    _, tokenizer = policy
+    prompt = tokenizer.encode(FIRST[0], add_special_tokens=False)
+    sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=4)
+
+    def run(batching):
+        scheduler = scheduler_for(policy, batching=batching)
+        finished = {}
+
+        async def episode(index):
+            ids, session = list(prompt), object()
+            generator = torch.Generator().manual_seed(index)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with scheduler.episode():
+                for turn in range(3):
+                    new, _ = await scheduler.generate((index, turn), ids, sampling, 4, generator, session=session)
+                    await asyncio.sleep(1.0 if index == 0 else 0.0)  # episode 0's env is slow
+                    ids += new + tokenizer.encode(OBSERVATION.format(turn=turn, episode=index),
+                                                  add_special_tokens=False)
+            scheduler.end_session(session)
+            finished[index] = loop.time() - started
+
+        async def all_episodes():
+            await asyncio.gather(*(episode(i) for i in range(4)))
+
+        asyncio.run(all_episodes())
+        return finished, scheduler
+
+    continuous, scheduler = run("continuous")
+    assert max(continuous[i] for i in (1, 2, 3)) < 1.0 <= continuous[0]  # not held by episode 0's env
+    assert scheduler.stats.prefills > 3  # episodes joined a running batch
+    lockstep, _ = run("lockstep")
+    assert min(lockstep[i] for i in (1, 2, 3)) >= 2.0  # each turn waited for episode 0

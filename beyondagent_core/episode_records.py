@@ -8,6 +8,8 @@ wrong mask, a leaking template or a reward on the wrong thing can be seen token 
 Which episodes are kept is the spec's `logging.episodes` (`EpisodeSampling`): `all`, `none`,
 `failures` (episodes that did not succeed or errored) or a fraction of the GRPO groups (whole
 groups, so the group view has every rollout of a task; at least one group per step and split).
+Validation picks the same tasks at every evaluation (its hash leaves the step out), so two steps
+can be compared on the same tasks.
 
 On disk it is compact: each distinct token's text is stored once per record (`vocab`), the
 mask is run-length encoded (`[zeros, ones, zeros, ...]`), log-probs are kept only where the
@@ -68,7 +70,8 @@ class EpisodeSampling:
         fraction = float(setting)
         if fraction <= 0:
             return []
-        ranks = {group: _unit_hash(self.seed, step, split, group) for group in groups}
+        when = step if split == "train" else "every evaluation"  # val: the same tasks each time
+        ranks = {group: _unit_hash(self.seed, when, split, group) for group in groups}
         kept = {group for group, rank in ranks.items() if rank < fraction}
         if not kept and ranks:  # at least one group per step, so every step can be looked at
             kept = {min(ranks, key=ranks.__getitem__)}

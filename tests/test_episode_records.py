@@ -111,3 +111,12 @@ def test_piece_cache_decodes_each_id_once() -> None:
     assert cache.pieces([3, 1, 3]) == ["<3>", "<1>", "<3>"]
     assert cache.pieces([1, 2]) == ["<1>", "<2>"]
     assert calls == [[[1], [3]], [[2]]]
+
+
+def test_validation_keeps_the_same_tasks_at_every_evaluation() -> None:
+    groups = list(range(64))
+    sampling = EpisodeSampling("0.2", seed=1)
+    kept = [sampling.picked(step, "val", groups, [False] * 64) for step in (0, 20, 40)]
+    assert kept[0] == kept[1] == kept[2] and 0 < len(kept[0]) < 64
+    train = [sampling.picked(step, "train", groups, [False] * 64) for step in (1, 2, 3)]
+    assert len({tuple(picked) for picked in train}) > 1

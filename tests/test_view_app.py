@@ -3,6 +3,7 @@ episode, a group, curves, spec; a run that is still writing; torn and corrupt li
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -209,3 +210,43 @@ def test_the_command_serves_and_prints_its_url(run_dir: Path) -> None:
         process.terminate()
         process.wait(timeout=10)
     assert (run_dir / "view-index.sqlite").is_file()
+
+
+def test_two_steps_compared_on_the_same_tasks(tmp_path: Path) -> None:
+    run_dir = tmp_path / "cmp"
+    run_dir.mkdir()
+    # validation at steps 0 and 10 on the same 3 tasks (one episode each); task 2 learned, task 1 forgot
+    for step, wins in ((0, {1}), (10, {2})):
+        append_jsonl(run_dir / EPISODES_FILE, [
+            {**record(step, index * GROUP_SIZE, split="val", success=index in wins), "task_id": f"val-{index}"}
+            for index in range(3)])
+    runs = open_runs([run_dir, make_run(tmp_path / "other")])
+    with ServerThread(create_app(runs)) as url, httpx.Client(base_url=url) as client:
+        result = client.get("/api/compare").json()  # default: the first and last val step of run 0
+        assert (result["a"], result["b"], result["common"]) == ("0:0", "0:10", 3)
+        assert (result["better"], result["worse"]) == (1, 1)
+        deltas = {row["task_id"]: row["delta_reward"] for row in result["tasks"]}
+        assert deltas == {"val-0": 0.0, "val-1": -1.5, "val-2": 1.5}
+        html = client.get("/compare").text
+        assert "3 tasks in common" in html and "+1.500" in html and "-1.500" in html
+        across = client.get("/api/compare", params={"a": "1:1", "b": "1:3", "split": "train"}).json()
+        assert across["common"] == 0 and across["tasks_a"] == 2  # other steps, other tasks
+        assert "No task was recorded on both sides" in client.get(
+            "/compare", params={"a": "1:1", "b": "1:3", "split": "train"}).text
+        assert client.get("/api/compare", params={"a": "x", "b": "0:1"}).status_code == 400
+        assert client.get("/api/compare", params={"a": "5:1", "b": "0:1"}).status_code == 404
+
+
+def test_only_loopback_host_names_are_answered_without_a_token(client: httpx.Client) -> None:
+    assert client.get("/r/0/api/episodes", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/r/0/api/episodes", headers={"host": "localhost"}).status_code == 200
+
+
+def test_the_spec_page_names_the_plugins(run_dir: Path) -> None:
+    (run_dir / "plugins.json").write_text(json.dumps({
+        "components": {"env": {"kind": "env", "name": "frozenlake", "distribution": "beyondagent-plugin-gym",
+                               "version": "0.1.0"}},
+        "plugins": [{"name": "gym", "distribution": "beyondagent-plugin-gym", "version": "0.1.0", "status": "ok"}]}))
+    with ServerThread(create_app(open_runs([run_dir]))) as url:
+        html = httpx.get(url + "/r/0/spec").text
+    assert 'id="components"' in html and "beyondagent-plugin-gym" in html and "frozenlake" in html

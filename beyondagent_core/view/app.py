@@ -7,12 +7,14 @@ Routes (run `n` is the n-th RUN_DIR, from 0):
                                         ?success=1|0 ?error=1|0 ?guided=1|0 ?q=text ?sort ?desc=1 ?page ?per_page
     /r/{n}/episode/{id}                 one episode          /r/{n}/group?step&split&group   a group
     /r/{n}/curves   /r/{n}/spec         curves, spec and plugins
+    /compare?a=RUN:STEP&b=RUN:STEP&split=val   two steps or two runs on the same tasks
     /api/runs, /r/{n}/api/episodes, /r/{n}/api/episodes/{id}, /r/{n}/api/group, /r/{n}/api/curves,
-    /r/{n}/api/spec                     the same as JSON
+    /r/{n}/api/spec, /api/compare       the same as JSON
 
 Every request first indexes what the run appended since the last one (`EpisodeIndex.refresh`).
 With a token, every request needs it: `Authorization: Bearer <token>`, or `?token=<token>` once
-(a cookie then carries it), compared in constant time.
+(a cookie then carries it), compared in constant time. Without one, only requests naming a
+loopback host are answered (a web page cannot reach the viewer through DNS rebinding).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import attrs
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -36,12 +39,14 @@ from beyondagent_core.episode_records import EPISODES_FILE, expand_tokens
 from beyondagent_core.run_records import METRICS_FILE, read_metrics
 from beyondagent_core.view import pages
 from beyondagent_core.view.charts import line_chart
+from beyondagent_core.view.compare import compare, compare_page, default_sides, parse_side
 from beyondagent_core.view.index import EpisodeIndex
 from beyondagent_core.view.queries import ListQuery, choices, group_rows, list_episodes, summary
 
 SPEC_FILE = "spec.resolved.yaml"
 PLUGINS_FILE = "plugins.json"
 TOKEN_COOKIE = "beyondagent_view_token"
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
 
 
 @attrs.define
@@ -224,6 +229,23 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
         spec, plugins = spec_of(run_of(request))
         return JSONResponse({"spec": spec, "plugins": plugins})
 
+    def comparison(request: Request) -> dict[str, Any] | None:
+        for run in runs:
+            run.index.refresh()
+        params = request.query_params
+        split = params.get("split") or "val"
+        if params.get("a") or params.get("b"):
+            sides = (parse_side(params.get("a", ""), "a"), parse_side(params.get("b", ""), "b"))
+        else:
+            sides = default_sides(runs[0].index, split)
+        return None if sides is None else compare(runs, sides[0], sides[1], split)
+
+    async def compare_html(request: Request) -> Response:
+        return HTMLResponse(compare_page(runs, comparison(request), request.query_params))
+
+    async def compare_json(request: Request) -> Response:
+        return JSONResponse(comparison(request))
+
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("OK")
 
@@ -234,6 +256,7 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
         Route("/r/{run:int}/group", group_html), Route("/r/{run:int}/api/group", group_json),
         Route("/r/{run:int}/curves", curves_html), Route("/r/{run:int}/api/curves", curves_json),
         Route("/r/{run:int}/spec", spec_html), Route("/r/{run:int}/api/spec", spec_json),
+        Route("/compare", compare_html), Route("/api/compare", compare_json),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -242,7 +265,8 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
     async def bad_request(request: Request, exc: Exception) -> Response:
         return _problem(request, 400, str(exc))
 
-    middleware = [Middleware(TokenGate, token=token)] if token else []
+    middleware = ([Middleware(TokenGate, token=token)] if token
+                  else [Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS)])
     return Starlette(routes=routes, middleware=middleware,
                      exception_handlers={404: not_found, LookupError: not_found, ValueError: bad_request})
 

@@ -67,6 +67,14 @@ figure img { max-width: 100%; border: 1px solid var(--line); }
 """
 
 SCRIPT = """
+var live = document.getElementById('live');
+if (live) {  // the list reloads itself while a run is writing, when asked to
+  live.checked = localStorage.getItem('beyondagent-view-live') === '1';
+  live.addEventListener('change', function () {
+    localStorage.setItem('beyondagent-view-live', live.checked ? '1' : '0');
+  });
+  setInterval(function () { if (live.checked) { location.reload(); } }, 5000);
+}
 document.querySelectorAll('input[name=colour]').forEach(function (radio) {
   radio.addEventListener('change', function () {
     document.querySelectorAll('.tokens').forEach(function (box) {

@@ -34,6 +34,7 @@ def page(title: str, body: str, *, run: Any = None, here: str = "", runs: Sequen
         nav.append(f'<span class="run">{esc(run.name)}</span>')
         nav += [f'<a class="{"here" if key == here else ""}" href="{run.base}/{path}">{label}</a>'
                 for key, label, path in NAV]
+    nav.append(f'<a class="{"here" if here == "compare" else ""}" href="/compare">Compare</a>')
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title)} — beyondagent view</title><style>{STYLE}</style></head><body>"
             f"<header><strong>beyondagent view</strong>{''.join(nav)}</header><main>{body}</main>"
@@ -161,7 +162,8 @@ def _pager(run: Any, query: ListQuery, total: int, elapsed_ms: float) -> str:
         else:
             links.append(f'<span class="muted">{label}</span>')
     return (f'<div class="pager">{" ".join(links)}<span id="count">page {query.page} of {pages} · '
-            f'{total} episodes match</span><span class="muted">({elapsed_ms:.0f} ms)</span></div>')
+            f'{total} episodes match</span><span class="muted">({elapsed_ms:.0f} ms)</span>'
+            '<label class="muted"><input type="checkbox" id="live"> reload every 5 s</label></div>')
 
 
 # -- one episode --------------------------------------------------------------------------------
@@ -314,11 +316,27 @@ def curves_page(run: Any, charts: Sequence[str], panels: Sequence[Any], *, runs:
     return page(f"{run.name}: curves", "".join(parts), run=run, here="curves", runs=runs)
 
 
+def _components_table(plugins: dict[str, Any]) -> str:
+    """plugins.json: which plugin (and version) provided each component, and every plugin's state."""
+    components = plugins.get("components") if isinstance(plugins.get("components"), dict) else {}
+    rows = "".join(f"<tr><td>{esc(key)}</td><td>{esc(item.get('kind'))}</td><td>{esc(item.get('name'))}</td>"
+                   f"<td>{esc(item.get('distribution'))}</td><td>{esc(item.get('version'))}</td></tr>"
+                   for key, item in components.items() if isinstance(item, dict))
+    installed = plugins.get("plugins") if isinstance(plugins.get("plugins"), list) else []
+    others = "".join(f"<tr><td>{esc(item.get('name'))}</td><td>{esc(item.get('distribution'))}</td>"
+                     f"<td>{esc(item.get('version'))}</td><td>{esc(item.get('status'))}</td>"
+                     f"<td>{esc(item.get('error') or '')}</td></tr>" for item in installed if isinstance(item, dict))
+    return ('<h3>Components</h3><table class="list" id="components"><tr><th>key</th><th>kind</th><th>name</th>'
+            f"<th>distribution</th><th>version</th></tr>{rows}</table>"
+            '<h3>Plugins installed</h3><table class="list" id="plugins"><tr><th>plugin</th><th>distribution</th>'
+            f"<th>version</th><th>status</th><th></th></tr>{others}</table>")
+
+
 def spec_page(run: Any, spec_text: str | None, plugins: Any, *, runs: Sequence[Any] = ()) -> str:
     parts = ["<h2>Spec</h2>"]
+    if isinstance(plugins, dict):
+        parts.append(_components_table(plugins))
+    parts.append("<h3>spec.resolved.yaml</h3>")
     parts.append(f"<pre>{esc(spec_text)}</pre>" if spec_text is not None else
                  '<p class="notice">No spec.resolved.yaml in this run directory.</p>')
-    if isinstance(plugins, dict):
-        versions = plugins.get("plugins") if isinstance(plugins.get("plugins"), list | dict) else plugins
-        parts.append(f"<h3>Plugins</h3><pre>{esc(json.dumps(versions, indent=1, default=str))}</pre>")
     return page(f"{run.name}: spec", "".join(parts), run=run, here="spec", runs=runs)

@@ -250,3 +250,31 @@ def test_the_spec_page_names_the_plugins(run_dir: Path) -> None:
     with ServerThread(create_app(open_runs([run_dir]))) as url:
         html = httpx.get(url + "/r/0/spec").text
     assert 'id="components"' in html and "beyondagent-plugin-gym" in html and "frozenlake" in html
+
+
+def test_a_record_with_fields_of_the_wrong_type_never_breaks_a_page(run_dir: Path) -> None:
+    weird = [{"step": "x", "tokens": {"mask": [None]}, "turns": "no"},  # cannot be indexed: a bad line
+             {"step": 8, "split": "train", "group": 0, "task_id": "w", "score": "high", "turns": "no",
+              "tokens": {"ids": [1], "vocab": "x", "mask": [0, 1], "logprobs": [0.1]}},  # tokens unreadable
+             {"step": 8, "split": "train", "group": 0, "task_id": "w2", "tokens": [1, 2]}]
+    append_jsonl(run_dir / EPISODES_FILE, weird)
+    with ServerThread(create_app(open_runs([run_dir]))) as url, httpx.Client(base_url=url) as client:
+        assert listing(client)["total"] == 27 and listing(client)["summary"]["bad_lines"] == 1
+        for episode_id in (25, 26, 27):
+            assert client.get(f"/r/0/episode/{episode_id}").status_code == 200
+            assert client.get(f"/r/0/api/episodes/{episode_id}").status_code == 200
+        assert "cannot be shown" in client.get("/r/0/episode/26").text
+        assert client.get("/r/0/group", params={"step": 8, "split": "train", "group": "0"}).status_code == 200
+        assert client.get("/r/0/", params={"sort": "score"}).status_code == 200
+
+
+def test_two_viewers_of_one_run_share_its_index_without_duplicates(run_dir: Path) -> None:
+    from beyondagent_core.view.index import EpisodeIndex
+    from beyondagent_core.view.queries import summary
+
+    first, second = EpisodeIndex(run_dir, min_interval_s=0), EpisodeIndex(run_dir, min_interval_s=0)
+    assert first.refresh() == 24 and second.refresh() == 0
+    assert summary(second)["episodes"] == summary(first)["episodes"] == 24
+    write_step(run_dir, 4)
+    assert second.refresh() == 8 and first.refresh() == 0
+    assert summary(first)["episodes"] == 32  # its remembered summary was dropped: the index moved on

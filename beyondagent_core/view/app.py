@@ -150,8 +150,9 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
         row, record = found
         try:
             tokens, problem = expand_tokens(record), None
-        except (ValueError, TypeError) as exc:
-            tokens, problem = [], f"the tokens of this record cannot be shown: {exc}"
+        except Exception as exc:  # noqa: BLE001 - a damaged record is shown as such, never a server error
+            tokens, problem = [], f"the tokens of this record cannot be shown: {type(exc).__name__}: {exc}"
+            record = {**record, "tokens": None}
         return run, row, record, tokens, problem
 
     async def episode_html(request: Request) -> Response:
@@ -178,7 +179,7 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
                 continue
             try:
                 tokens = expand_tokens(found[1])
-            except (ValueError, TypeError):
+            except Exception:  # noqa: BLE001 - a damaged record shows without its tokens
                 tokens = []
             items.append((row, found[1], tokens))
         return run, step, split, group_id, items

@@ -84,6 +84,7 @@ class EpisodeIndex:
         self.last_refresh_s = 0.0  # how long the last refresh that found new lines took
         self._checked = 0.0
         self._memo: dict[str, Any] = {}  # results that change only when the rows do (`memo`)
+        self._memo_offset: str | None = None
         self._lock = threading.RLock()
         self.db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
@@ -140,6 +141,7 @@ class EpisodeIndex:
                 self.torn_bytes = 0
                 return 0
             offset = int(self._meta("offset") or 0)
+            self._forget_if_moved()
             if self._replaced(stat, offset):
                 self._reset()
                 offset = 0
@@ -150,8 +152,15 @@ class EpisodeIndex:
             added = self._index_from(offset, stat)
             if added:
                 self.last_refresh_s = time.perf_counter() - started
-                self._memo.clear()
+            self._forget_if_moved()
             return added
+
+    def _forget_if_moved(self) -> None:
+        """Drop remembered summaries when the index moved on (here, or in another viewer of the run)."""
+        offset = self._meta("offset")
+        if offset != self._memo_offset:
+            self._memo.clear()
+            self._memo_offset = offset
 
     def _replaced(self, stat: os.stat_result, offset: int) -> bool:
         if self._meta("inode") not in (None, str(stat.st_ino)) or stat.st_size < offset:
@@ -178,6 +187,9 @@ class EpisodeIndex:
             handle.seek(offset)
             pending = b""
             self.db.execute("BEGIN IMMEDIATE")
+            if int(self._meta("offset") or 0) != offset:  # another viewer of this run indexed it meanwhile
+                self.db.execute("ROLLBACK")
+                return 0
             try:
                 while True:
                     chunk = handle.read(CHUNK_BYTES)
@@ -216,7 +228,7 @@ class EpisodeIndex:
                 raise ValueError(f"a JSON {type(record).__name__}, not an object")
             values = row_values(record)
             bad = None
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, or fields of the wrong type
             values = dict.fromkeys(COLUMNS)
             bad = f"line {line} cannot be read: {str(exc)[:200]}"
             record = {}

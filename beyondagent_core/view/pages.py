@@ -149,7 +149,7 @@ def _list_row(run: Any, row: dict[str, Any]) -> str:
 
 
 def _score(value: Any) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return f"{value:.3f}" if isinstance(value, int | float) else "–"
 
 
 def _pager(run: Any, query: ListQuery, total: int, elapsed_ms: float) -> str:
@@ -207,7 +207,7 @@ def _meta(run: Any, record: dict[str, Any], row: dict[str, Any]) -> str:
         flags.append('<span class="badge guided">experience injected</span>')
     if record.get("off_policy"):
         flags.append('<span class="badge guided">trained off-policy (experience stripped)</span>')
-    advantages = ((record.get("tokens") or {}).get("advantages")) or []
+    advantages = (_block(record).get("advantages")) or []
     values = sorted({value for value, _ in advantages if value not in (None, 0)})
     items = [("task", f'{esc(record.get("task_id"))} <span class="muted">{esc(record.get("env"))}</span>'),
              ("origin", esc(record.get("origin")) + (f' (seed {esc(record["seed_task_id"])})'
@@ -224,6 +224,11 @@ def _meta(run: Any, record: dict[str, Any], row: dict[str, Any]) -> str:
     return f'<dl class="meta">{cells}</dl>'
 
 
+def _block(record: dict[str, Any]) -> dict[str, Any]:
+    block = record.get("tokens")
+    return block if isinstance(block, dict) else {}
+
+
 def _turn(turn: dict[str, Any]) -> str:
     content = str(turn.get("content") or "")
     if len(content) > MAX_TURN_CHARS:
@@ -236,7 +241,7 @@ def _turn(turn: dict[str, Any]) -> str:
 
 
 def _token_controls(record: dict[str, Any]) -> str:
-    has_adv = bool((record.get("tokens") or {}).get("advantages"))
+    has_adv = bool(_block(record).get("advantages"))
     options = [("mask", "loss mask"), ("logprob", "log-prob heat map")]
     options += [("advantage", "advantage")] if has_adv else []
     radios = "".join(f'<label><input type="radio" name="colour" value="{value}"{" checked" if value == "mask" else ""}>'
@@ -290,7 +295,7 @@ def group_page(run: Any, step: int, split: str, group: str, items: Sequence[tupl
         success = '<span class="ok">success</span>' if row["success"] else '<span class="fail">no success</span>'
         turns = "".join(_turn(turn) for turn in record.get("turns") or [] if isinstance(turn, dict)
                         and turn.get("role") == "assistant")
-        start = (record.get("tokens") or {}).get("prompt_length", 0)
+        start = _block(record).get("prompt_length", 0)
         cards.append(f'<div class="card" data-id="{row["id"]}"><div><a href="{run.base}/episode/{row["id"]}">'
                      f'#{row["line"]}</a> · reward {_score(row["score"])} · {success} · {row["turns"]} turns'
                      f'{" · <span class=badge>guided</span>" if row["guided"] else ""}</div>'

@@ -109,13 +109,18 @@ def test_the_viewer_lists_filters_and_groups_the_runs_episodes(server: str, reco
         assert sum(t["mask"] for t in episode["tokens"]) == first["trained"]
         assert client.get("/r/0/api/curves").json()["train/reward_mean"][0][0] == 1
         assert "frozenlake" in client.get("/r/0/api/spec").json()["spec"]
+        compared = client.get("/api/compare").json()  # the evaluations before and after the step
+        assert (compared["a"], compared["b"], compared["common"]) == ("0:0", "0:1", 16)
 
 
-def _browser():
-    playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    if not Path(CHROMIUM).is_file() and not shutil.which("chromium"):
-        pytest.skip(f"no chromium at {CHROMIUM}: apt-get install -y chromium (or set BEYONDAGENT_CHROMIUM)")
-    return playwright_api.sync_playwright()
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's chromium for Playwright (skipped, with what to install, when either is missing)."""
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (the test extra has it)")
+    found = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
+    if not found:
+        pytest.skip(f"no chromium at {CHROMIUM} or on PATH: apt-get install -y chromium (or set BEYONDAGENT_CHROMIUM)")
+    return found
 
 
 def _screenshot(page, name: str, tmp_path: Path) -> Path:
@@ -125,10 +130,11 @@ def _screenshot(page, name: str, tmp_path: Path) -> Path:
     return target
 
 
-def test_a_browser_shows_the_trained_tokens(server: str, records: list[dict], tmp_path: Path) -> None:
-    with _browser() as playwright:
-        executable = CHROMIUM if Path(CHROMIUM).is_file() else shutil.which("chromium")
-        browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox"])
+def test_a_browser_shows_the_trained_tokens(chromium: str, server: str, records: list[dict], tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 860})
             page.goto(f"{server}/r/0/")

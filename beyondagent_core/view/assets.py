@@ -1,7 +1,7 @@
 """The viewer's stylesheet and its few lines of script, inlined into every page (no build step).
 
 Tokens carry their values as CSS variables (`--p`: the sampled token's probability, `--a`: its
-advantage scaled to -1..1); the token box's class (`by-mask`, `by-logprob`, `by-advantage`)
+advantage clipped to -1..1); the token box's class (`by-mask`, `by-logprob`, `by-advantage`)
 picks which one colours the background, so switching the view changes one class.
 """
 

@@ -96,6 +96,11 @@ def run_view_command(args: argparse.Namespace) -> int:
     from beyondagent_core.view.app import create_app, open_runs
 
     started = time.perf_counter()
+    for run_dir in run_dirs:
+        records = run_dir / EPISODES_FILE
+        if records.is_file() and records.stat().st_size > 50 * 2**20:
+            print(f"{run_dir}: indexing {records.stat().st_size / 2**20:.0f} MB of episodes (about 35 MB/s the first "
+                  "time, then only what is appended)...", file=sys.stderr, flush=True)
     runs = open_runs(run_dirs)
     for run in runs:
         count = run.index.query("SELECT count(*) FROM episodes")[0][0]

@@ -250,13 +250,14 @@ def _token_controls(record: dict[str, Any]) -> str:
               '<span class="tok m0" style="background:#ececf0">not trained (mask 0)</span>'
               '<span class="tok" style="background:hsl(0 85% 78%)">p≈0</span>'
               '<span class="tok" style="background:hsl(120 85% 78%)">p≈1</span>'
+              '<span class="tok" style="background:#d63a2f;color:#fff">advantage ≤ −1</span>'
+              '<span class="tok" style="background:#2e9e4a;color:#fff">advantage ≥ +1</span>'
               "<span>hover a token for its id, log-prob and advantage</span>")
     return f'<div class="views">colour by: {radios}</div><div class="legend">{legend}</div>'
 
 
 def token_box(tokens: Sequence[dict[str, Any]], colour: str, *, start: int = 0) -> str:
     """Token spans with their mask as class (`m0` / `m1`), probability and advantage as CSS variables."""
-    scale = max((abs(t["advantage"]) for t in tokens if t.get("advantage") is not None), default=0.0) or 1.0
     spans = []
     for position, token in enumerate(tokens[start:], start=start):
         hover = [f"#{position}", f"id {token['id']}", f"mask {token['mask']}"]
@@ -266,7 +267,7 @@ def token_box(tokens: Sequence[dict[str, Any]], colour: str, *, start: int = 0) 
             style.append(f"--p:{math.exp(token['logprob']):.3f}")
         if token.get("advantage") is not None:
             hover.append(f"advantage {token['advantage']:+.4f}")
-            style.append(f"--a:{token['advantage'] / scale:.3f}")
+            style.append(f"--a:{max(-1.0, min(1.0, token['advantage'])):.3f}")  # the same scale in every episode
         else:
             style.append("--a:0")
         spans.append(f'<span class="tok m{token["mask"]}" style="{";".join(style)}" title="{esc(" · ".join(hover))}">'

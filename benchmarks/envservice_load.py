@@ -3,7 +3,11 @@
 Load (default): a server process hosting a trivial env, and 64 concurrent clients (our
 `RemoteEnv` over one pooled httpx client per process) each running episodes of create, 20 steps,
 evaluate, release for 30 s. Prints steps/s, per-call latency p50/p99, errors, and the live
-instances left after the run (must be 0). The last line is `steps_per_s: N`.
+instances left after the run (must be 0), then `steps_per_s: N`. The same load then runs
+against the peer, AgentEvolver's design (`ray-per-episode`: a fresh whole-CPU Ray actor per
+episode, killed on release), in this invocation, since absolute figures drift with the
+machine's load; the last line is `steps_per_s_ratio_vs_actor_per_episode: X` (`--no-peer`
+skips it).
 
 Soak (`--soak`): 10,000 create/release cycles with clients killed mid-episode: some episodes
 are abandoned without a release (as a crashed client leaves them), and client processes are
@@ -209,11 +213,12 @@ def load_process(url: str, clients: int, seconds: float, steps: int, queue: Any)
     queue.put(result)
 
 
-def run_load(args: argparse.Namespace, tmp: Path) -> None:
-    proc, url = start_server(ttl=600, max_instances=args.clients * 2, tmp=tmp, instances=args.instances)
+def load_once(args: argparse.Namespace, tmp: Path, instances: str) -> float:
+    """The load against a server hosting envs as `instances`; prints its figures, returns steps/s."""
+    proc, url = start_server(ttl=600, max_instances=args.clients * 2, tmp=tmp, instances=instances)
     try:
-        print(f"server {url} (--instances {args.instances}); {args.clients} clients in {args.client_procs} process(es), {args.seconds:g} s, "
-              f"{args.steps} steps per episode; load average before: {_load()}")
+        print(f"server {url} (--instances {instances}); {args.clients} clients in {args.client_procs} process(es), "
+              f"{args.seconds:g} s, {args.steps} steps per episode; load average before: {_load()}")
         queue: Any = mp.get_context("fork").Queue()
         shares = [args.clients // args.client_procs + (i < args.clients % args.client_procs)
                   for i in range(args.client_procs)]
@@ -233,13 +238,24 @@ def run_load(args: argparse.Namespace, tmp: Path) -> None:
     errors = sum(r["errors"] for r in results)
     p50 = latencies[len(latencies) // 2] * 1000 if latencies else float("nan")
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000 if latencies else float("nan")
-    print(f"episodes: {sum(r['episodes'] for r in results)}   calls: {len(latencies)}   errors: {errors}")
-    print(f"latency per call: p50 {p50:.2f} ms   p99 {p99:.2f} ms   mean {statistics.fmean(latencies) * 1000:.2f} ms")
-    print(f"server: created {stats['created']} released {stats['released']} reaped {stats['reaped']} "
+    mean = statistics.fmean(latencies) * 1000 if latencies else float("nan")
+    print(f"  episodes: {sum(r['episodes'] for r in results)}   calls: {len(latencies)}   errors: {errors}")
+    print(f"  latency per call: p50 {p50:.2f} ms   p99 {p99:.2f} ms   mean {mean:.2f} ms")
+    print(f"  server: created {stats['created']} released {stats['released']} reaped {stats['reaped']} "
           f"errors {stats['errors']}")
-    print(f"live instances after the run: {stats['live']}")
-    print(f"load average after: {_load()}")
-    print(f"steps_per_s: {steps / seconds:.0f}")
+    print(f"  live instances after the run: {stats['live']}")
+    print(f"  load average after: {_load()}")
+    print(f"  steps/s: {steps / seconds:.0f}")
+    return steps / seconds
+
+
+def run_load(args: argparse.Namespace, tmp: Path) -> None:
+    ours = load_once(args, tmp, args.instances)
+    print(f"steps_per_s: {ours:.0f}")
+    if args.no_peer:
+        return
+    peer = load_once(args, tmp, "ray-per-episode")
+    print(f"steps_per_s_ratio_vs_actor_per_episode: {ours / peer:.2f}")
 
 
 # --- soak -------------------------------------------------------------------------------------------
@@ -347,6 +363,8 @@ def main() -> None:
     parser.add_argument("--instances", choices=("thread", "inline", "ray", "ray-per-episode"), default="thread",
                         help="where the server runs envs: worker threads (default), inline on its loop, pooled Ray "
                         "actors, or the peer: a fresh whole-CPU Ray actor per episode, as AgentEvolver does")
+    parser.add_argument("--no-peer", action="store_true",
+                        help="skip the second load against the peer (a whole-CPU Ray actor per episode)")
     parser.add_argument("--soak", action="store_true", help="the soak instead of the load test")
     parser.add_argument("--cycles", type=int, default=10_000)
     parser.add_argument("--ttl", type=float, default=3.0, help="the server's TTL in the soak")

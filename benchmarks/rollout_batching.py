@@ -39,12 +39,13 @@ How to read the output
 
     `--scaling` adds how cost grows with concurrency: episodes/s and tokens/s at 1, 4, 16, 32
     and 64 episodes in flight (each rollout runs that many episodes), with and without KV reuse,
-    as a table and a plot (`--plot PATH`, default `benchmarks/rollout_scaling.png`).
+    as a table and a plot (`--plot PATH`, default `docs/img/rollout_scaling.png`).
 
     python benchmarks/rollout_batching.py                    # 3 trials, direction game (~40 s on 2 cores)
     python benchmarks/rollout_batching.py --env frozenlake   # gymnasium FrozenLake instead
     python benchmarks/rollout_batching.py --quick            # 1 trial
     python benchmarks/rollout_batching.py --scaling          # + the concurrency sweep and its plot
+    python benchmarks/rollout_batching.py --step-latency-ms 50   # envs that take 0-50 ms a step
 
 Not a test: nothing here asserts a speed.
 """
@@ -72,6 +73,7 @@ from beyondagent_core.runtime.tokens import ChatTemplate  # noqa: E402
 from beyondagent_core.types import Task  # noqa: E402
 
 MODES = ("batched", "batched_no_kv", "continuous", "sequential")
+ROOT = Path(__file__).resolve().parents[1]
 SCALING = (1, 4, 16, 32, 64)
 MAX_EPISODE_TOKENS = 1024
 
@@ -82,6 +84,23 @@ class Workload:
     turns: int = 4
     max_tokens: int = 16
     env: str = "direction"
+    step_latency_ms: float = 0.0  # each env step also waits a random 0..this many ms (a slow, uneven env)
+
+
+class SlowSteps:
+    """An env whose steps take a random extra 0..`ms` milliseconds (seeded per env: repeatable)."""
+
+    def __init__(self, env: Any, ms: float, seed: int):
+        import random
+
+        self.env, self.ms, self.random = env, ms, random.Random(seed)
+
+    def step(self, action: Any) -> Any:
+        time.sleep(self.random.uniform(0, self.ms) / 1000)
+        return self.env.step(action)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
 
 
 @attrs.define
@@ -139,6 +158,11 @@ def episode_source(workload: Workload) -> tuple[EpisodeRunner, list[Task]]:
 
         make_env = functools.partial(FrozenLake, FrozenLakeConfig(max_steps=workload.turns))
         episode_tasks = [Task(task_id=f"frozenlake-{index}") for index in range(workload.episodes)]
+    if workload.step_latency_ms:
+        import itertools
+
+        envs, plain = itertools.count(), make_env
+        make_env = lambda: SlowSteps(plain(), workload.step_latency_ms, next(envs))  # noqa: E731
     runner = EpisodeRunner(workflow=ReactWorkflow(ReactConfig(max_turns=workload.turns)), make_env=make_env)
     return runner, episode_tasks
 
@@ -201,7 +225,8 @@ def print_table(results: dict[str, list[Measurement]], workload: Workload) -> fl
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"Rollout of {workload.episodes} episodes x {workload.turns} turns ({workload.env}), "
+    latency = f", steps +0-{workload.step_latency_ms:g} ms" if workload.step_latency_ms else ""
+    table = Table(title=f"Rollout of {workload.episodes} episodes x {workload.turns} turns ({workload.env}{latency}), "
                         f"tiny Qwen2 on CPU")
     for name in ("mode", "max_concurrency", "episodes/s", "tokens/s", "s per rollout", "in generation",
                  "model batches", "turns/episode", "tokens/turn", "prefilled tokens"):
@@ -286,11 +311,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=4, help="model turns per episode (FrozenLake: max_steps)")
     parser.add_argument("--max-tokens", type=int, default=16, help="new tokens per turn at most")
     parser.add_argument("--env", choices=("direction", "frozenlake"), default="direction")
+    parser.add_argument("--step-latency-ms", type=float, default=0.0,
+                        help="each env step also waits a random 0..MS ms: an uneven env, where continuous batching "
+                             "lets fast episodes go on")
     parser.add_argument("--trials", type=int, default=None, help="trials per mode (default 3, quick 1)")
     parser.add_argument("--quick", action="store_true", help="one trial")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--scaling", action="store_true", help="also sweep 1-64 episodes in flight, KV reuse on/off")
-    parser.add_argument("--plot", type=Path, default=Path(__file__).resolve().parent / "rollout_scaling.png",
+    parser.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "rollout_scaling.png",
                         help="where --scaling draws its plot")
     args = parser.parse_args(argv)
     args.trials = args.trials or (1 if args.quick else 3)
@@ -303,7 +331,8 @@ def main(argv: list[str]) -> int:
     import torch
 
     args = parse_args(argv)
-    workload = Workload(episodes=args.episodes, turns=args.turns, max_tokens=args.max_tokens, env=args.env)
+    workload = Workload(episodes=args.episodes, turns=args.turns, max_tokens=args.max_tokens, env=args.env,
+                        step_latency_ms=args.step_latency_ms)
     started = time.perf_counter()
     policy = load_tiny_policy(args.threads)
     print(f"rollout batching: {workload.episodes} episodes x {workload.turns} turns of {workload.env}, "

@@ -11,7 +11,7 @@ from beyondagent_core.spec import Spec
 # Keys of `backend` that may change between a run and its `--resume`: they change how long
 # or how often, not what is learned.
 RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_checkpoints",
-                  "samples_per_step", "tensorboard", "report", "max_failed_fraction")
+                  "samples_per_step", "tensorboard", "report", "max_failed_fraction", "kv_cache_tokens", "batching")
 
 
 @attrs.define
@@ -23,9 +23,14 @@ class TorchConfig:
     (None: all of them, one optimizer step), each split into micro-batches of
     `micro_batch_size` episodes for gradient accumulation. `total_steps`, when set, is the
     run's length in steps (epochs of the mix follow one another as needed) instead of `epochs`.
+    Rollout keeps each episode's KV cache between its turns within `kv_cache_tokens`, and batches
+    turns in `lockstep` or `continuous`ly (see `generation.py`).
     """
 
     device: str = "auto"
+    # auto: flash_attention_2 on CUDA in bf16/fp16 with flash-attn installed (the `gpu` extra), else sdpa
+    attn_implementation: str = attrs.field(default="auto", validator=attrs.validators.in_(
+        ("auto", "sdpa", "eager", "flash_attention_2")))
     epochs: int = attrs.field(default=1, validator=number(ge=1))
     total_steps: int | None = attrs.field(default=None, validator=number(ge=1))
     batch_size: int = attrs.field(default=8, validator=number(ge=1))
@@ -43,6 +48,11 @@ class TorchConfig:
     max_new_tokens: int = attrs.field(default=64, validator=number(ge=1))
     max_episode_tokens: int = attrs.field(default=1024, validator=number(ge=1))
     max_concurrency: int = attrs.field(default=64, validator=number(ge=1))
+    # Tokens of episodes' KV caches kept between their turns (0: re-prefill every turn); see kv_cache.py.
+    kv_cache_tokens: int = attrs.field(default=65536, validator=number(ge=0))
+    # lockstep: a turn's batch waits for every episode in flight (reproducible batches);
+    # continuous: episodes join the decode batch when their env answers (faster with slow, uneven envs).
+    batching: str = attrs.field(default="lockstep", validator=attrs.validators.in_(("lockstep", "continuous")))
     max_failed_fraction: float = attrs.field(default=0.5, validator=number(ge=0, le=1))  # of a step's episodes
     # validation, checkpoints, outputs
     eval_every: int = attrs.field(default=0, validator=number(ge=0))

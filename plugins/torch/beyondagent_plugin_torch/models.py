@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 TINY = "tiny"
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
+ATTENTION_NAMES = ("auto", "sdpa", "eager", "flash_attention_2")
 PATH_HINTS = {
     "model": "set model.path to a local checkpoint directory, or `tiny` for the built-in test model; "
              "on a machine with internet a Hugging Face hub id works",
@@ -74,23 +75,55 @@ def resolve_dtype(name: str, device: torch.device, *, where: str = "backend.dtyp
     return dtypes[name]
 
 
+def resolve_attention(name: str, device: torch.device, dtype: torch.dtype, *,
+                      where: str = "backend.attn_implementation") -> str:
+    """The attention kernel: `auto` is FlashAttention 2 on a CUDA device in bf16/fp16 when the
+    `flash-attn` package is installed (the plugin's `gpu` extra), else PyTorch's `sdpa`."""
+    import importlib.util
+
+    import torch
+
+    if name not in ATTENTION_NAMES:
+        raise SpecError(f"unknown attention implementation {name!r}; valid: {', '.join(ATTENTION_NAMES)}",
+                        where=where)
+    half = dtype in (torch.bfloat16, torch.float16)
+    flash_installed = importlib.util.find_spec("flash_attn") is not None
+    if name == "auto":
+        return "flash_attention_2" if device.type == "cuda" and half and flash_installed else "sdpa"
+    if name == "flash_attention_2":
+        if device.type != "cuda":
+            raise SpecError("flash_attention_2 runs on CUDA GPUs only, but the device is "
+                            f"{device.type}", where=where, hint="use sdpa (or auto) on this device")
+        if not half:
+            raise SpecError(f"flash_attention_2 needs bfloat16 or float16 weights, got {dtype}", where=where,
+                            hint="set model.dtype: bfloat16 (or auto on a GPU that supports it)")
+        if not flash_installed:
+            raise SpecError("flash_attention_2 asked for, but the flash-attn package is not installed", where=where,
+                            hint="pip install 'beyondagent-plugin-torch[gpu]' (builds flash-attn against your "
+                                 "CUDA torch; see docs/verl.md), or use sdpa")
+    return name
+
+
 def load_policy(
     path: str,
     *,
     tokenizer: str | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | str = "auto",
+    attention: str = "auto",
     where: str = "model.path",
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The causal LM at `path` on `device` in `dtype`, in eval mode, and its tokenizer (left padding).
 
     `tokenizer` names a different tokenizer location; by default the checkpoint's own is used.
-    `where` is the spec key of `path`, for error messages (the tokenizer's is derived from it).
+    `attention` is the attention kernel (`resolve_attention`). `where` is the spec key of `path`,
+    for error messages (the tokenizer's is derived from it).
     """
     from transformers import AutoModelForCausalLM
 
     device = resolve_device(device) if isinstance(device, str) else device
     dtype = resolve_dtype(dtype, device) if isinstance(dtype, str) else dtype
+    attention = resolve_attention(attention, device, dtype)
     # The tokenizer first: it is cheap, and a missing chat template should fail before a big load.
     if tokenizer:
         policy_tokenizer = load_tokenizer(tokenizer, where=_tokenizer_key(where), kind="tokenizer")
@@ -99,7 +132,8 @@ def load_policy(
     checkpoint, local_only = locate_checkpoint(path, where=where)
     try:
         with quiet_progress_bars():
-            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, local_files_only=local_only)
+            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, local_files_only=local_only,
+                                                         attn_implementation=attention)
     except (OSError, ValueError) as error:
         raise _load_error("model", path, where, error) from None
     if model.generation_config is not None and model.generation_config.pad_token_id is None:

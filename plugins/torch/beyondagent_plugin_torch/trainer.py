@@ -53,7 +53,7 @@ from beyondagent_plugin_torch.checkpoint import (
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.metrics_log import SAMPLES_FILE, MetricsLog, read_metrics, read_samples
-from beyondagent_plugin_torch.models import load_policy, resolve_device, resolve_dtype
+from beyondagent_plugin_torch.models import load_policy, resolve_attention, resolve_device, resolve_dtype
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
 from beyondagent_plugin_torch.update import grpo_update, make_batch
@@ -88,11 +88,14 @@ class TorchBackend:
         spec, config = run.spec, self.config
         device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
         dtype = resolve_dtype(spec.model.dtype, device, where=f"{spec.path}, key model.dtype")
+        attention = resolve_attention(config.attn_implementation, device, dtype,
+                                      where=f"{spec.path}, key backend.attn_implementation")
         model, tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device, dtype=dtype,
-                                       where=f"{spec.path}, key model.path")
+                                       attention=attention, where=f"{spec.path}, key model.path")
         template = ChatTemplate(tokenizer)
         scheduler = ChatScheduler(model, eos_token_ids=stop_token_ids(model, tokenizer, template),
-                                  pad_token_id=tokenizer.pad_token_id, max_batch_size=config.max_concurrency)
+                                  pad_token_id=tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
+                                  kv_cache_tokens=config.kv_cache_tokens, batching=config.batching)
         yield PolicyLLM(scheduler, template, Sampling(config.temperature, config.top_p, config.max_new_tokens),
                         max_episode_tokens=config.max_episode_tokens, seed=run.info.seed)
 
@@ -122,8 +125,11 @@ class Trainer:
 
         device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
         dtype = resolve_dtype(spec.model.dtype, device, where=f"{spec.path}, key model.dtype")
+        self.attention = resolve_attention(config.attn_implementation, device, dtype,
+                                           where=f"{spec.path}, key backend.attn_implementation")
         self.model, self.tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device,
-                                                 dtype=dtype, where=f"{spec.path}, key model.path")
+                                                 dtype=dtype, attention=self.attention,
+                                                 where=f"{spec.path}, key model.path")
         self.device, self.dtype = device, dtype
         context = getattr(self.model.config, "max_position_embeddings", None)
         if context is not None and config.max_episode_tokens > context:
@@ -142,8 +148,10 @@ class Trainer:
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)) if warmup else 1.0)
         self.start_step = self._resume_or_start_fresh()
-        self.scheduler = ChatScheduler(self.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
-                                       pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency)
+        self.scheduler = ChatScheduler(
+            self.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
+            pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
+            kv_cache_tokens=config.kv_cache_tokens, batching=config.batching)
         # `llm: policy` (a judge, a filter) asks the policy being trained.
         run.policy_llm = PolicyLLM(self.scheduler, self.template,
                                    Sampling(config.temperature, config.top_p, config.max_new_tokens),
@@ -196,12 +204,15 @@ class Trainer:
         jobs = [(group, task) for group, task in enumerate(tasks) for _ in range(self.algorithm.group_size)]
         sampling = Sampling(self.config.temperature, self.config.top_p, self.config.max_new_tokens)
         generated_before = self.scheduler.stats.generated_tokens
+        kv_before = self.scheduler.kv.stats.as_dict()
         guides = None
         if self.guidance is not None:
             guides = self.guidance.guides(tasks, self.algorithm.group_size, seed=(self.run.info.seed, "guides", step))
         episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step), guides=guides)
         rollout_seconds = time.perf_counter() - started
         generated = self.scheduler.stats.generated_tokens - generated_before
+        kv_metrics = {f"rollout/kv_{name}": value - kv_before[name]
+                      for name, value in self.scheduler.kv.stats.as_dict().items()}
         self.record_failures(step, episodes)
         if self.guidance is not None:
             self.strip_guided(episodes)
@@ -244,6 +255,7 @@ class Trainer:
             "perf/step_time_s": step_seconds,
             "perf/rollout_s": rollout_seconds,
             "perf/update_s": update_seconds,
+            **kv_metrics,
         }
 
     def estimate_advantages(self, step: int, episodes: list[Episode]) -> tuple[list[Any], dict[str, float]]:
@@ -395,7 +407,7 @@ class Trainer:
 
     def _load_checkpoint(self, checkpoint: Any) -> None:
         self.model, _ = load_policy(str(checkpoint.path / "model"), device=self.device, dtype=self.dtype,
-                                    where=f"checkpoint {checkpoint.path}")
+                                    attention=self.attention, where=f"checkpoint {checkpoint.path}")
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
                                            weight_decay=self.config.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_schedule.lr_lambdas[0])

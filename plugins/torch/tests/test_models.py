@@ -14,6 +14,7 @@ from beyondagent_plugin_torch.models import (
     load_policy,
     load_tokenizer,
     locate_checkpoint,
+    resolve_attention,
     resolve_device,
     resolve_dtype,
 )
@@ -67,6 +68,39 @@ def test_dtypes_by_name() -> None:
     assert resolve_dtype("float32", cpu) == torch.float32
     assert resolve_dtype("bfloat16", cpu) == torch.bfloat16
     assert resolve_dtype("float16", cpu) == torch.float16
+
+
+def test_attention_is_sdpa_on_the_cpu_and_flash_attention_is_refused_with_the_reason(monkeypatch) -> None:
+    import importlib.util
+
+    cpu = torch.device("cpu")
+    assert resolve_attention("auto", cpu, torch.float32) == "sdpa"
+    assert resolve_attention("eager", cpu, torch.float32) == "eager"
+    with pytest.raises(SpecError, match="CUDA GPUs only") as error:
+        resolve_attention("flash_attention_2", cpu, torch.bfloat16, where="spec.yaml, key backend.attn_implementation")
+    assert error.value.where == "spec.yaml, key backend.attn_implementation"
+    with pytest.raises(SpecError, match="unknown attention implementation 'flash'"):
+        resolve_attention("flash", cpu, torch.float32)
+    # On a GPU: flash-attn missing, or float32 weights, say what to do.
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert resolve_attention("auto", cuda, torch.bfloat16) == "sdpa"
+    with pytest.raises(SpecError, match="flash-attn package is not installed") as error:
+        resolve_attention("flash_attention_2", cuda, torch.bfloat16)
+    assert "[gpu]" in error.value.hint
+    with pytest.raises(SpecError, match="needs bfloat16 or float16"):
+        resolve_attention("flash_attention_2", cuda, torch.float32)
+
+
+def test_eager_and_sdpa_attention_compute_the_same_logits() -> None:
+    ids = torch.tensor([[5, 17, 42, 7, 99]])
+    logits = {}
+    for kernel in ("eager", "sdpa"):
+        model, _ = load_policy("tiny", attention=kernel)
+        assert model.config._attn_implementation == kernel
+        with torch.no_grad():
+            logits[kernel] = model(input_ids=ids).logits
+    assert torch.allclose(logits["eager"], logits["sdpa"], atol=1e-5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

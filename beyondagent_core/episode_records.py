@@ -177,6 +177,28 @@ class PieceCache:
 
 # -- reading ------------------------------------------------------------------------------------
 
+def as_view_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as the viewer reads it: ours as they are; a line of `beyondagent eval`'s
+    episodes.jsonl (`{"sample", "trajectory"}`) as split `eval`, step 0, grouped by task (its k
+    samples side by side), without tokens."""
+    sample, trajectory = record.get("sample"), record.get("trajectory")
+    if "turns" in record or not isinstance(sample, dict) or not isinstance(trajectory, dict):
+        return record
+    reward = trajectory.get("reward") if isinstance(trajectory.get("reward"), dict) else {}
+    task = trajectory.get("task") if isinstance(trajectory.get("task"), dict) else {}
+    return {
+        "schema_version": SCHEMA_VERSION, "step": 0, "split": "eval", "index": sample.get("index"),
+        "group": sample.get("task_id"), "task_id": sample.get("task_id"), "env": task.get("env"),
+        "origin": sample.get("origin"), "query": task.get("query"), "seed_task_id": task.get("seed_task_id"),
+        "score": sample.get("score"), "success": bool(sample.get("success")), "reason": reward.get("reason"),
+        "details": reward.get("details"), "error": sample.get("error"), "terminated": trajectory.get("terminated"),
+        "metrics": trajectory.get("metrics"), "guided": False, "off_policy": False,
+        "turns": [{key: turn.get(key) for key in ("role", "content", "tool_calls") if turn.get(key) is not None}
+                  for turn in trajectory.get("turns") or [] if isinstance(turn, dict)],
+        "tokens": None,
+    }
+
+
 def expand_mask(runs: Sequence[int]) -> list[int]:
     mask: list[int] = []
     for position, count in enumerate(runs):

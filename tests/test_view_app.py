@@ -278,3 +278,27 @@ def test_two_viewers_of_one_run_share_its_index_without_duplicates(run_dir: Path
     write_step(run_dir, 4)
     assert second.refresh() == 8 and first.refresh() == 0
     assert summary(first)["episodes"] == 32  # its remembered summary was dropped: the index moved on
+
+
+def test_an_eval_directory_shows_its_samples_grouped_by_task(tmp_path: Path) -> None:
+    from beyondagent_core.types import Reward, Task, Trajectory, Turn
+
+    out = tmp_path / "eval" / "val-k2-abc"
+    out.mkdir(parents=True)
+    lines = []
+    for task in ("t1", "t2"):
+        for index in range(2):
+            won = task == "t1" and index == 1
+            trajectory = Trajectory(task=Task(task_id=task, env="frozenlake"),
+                                    turns=[Turn("user", "go"), Turn("assistant", f"{task} try {index}", token_ids=[1])],
+                                    reward=Reward(score=float(won), success=won, reason="r"))
+            lines.append({"sample": {"task_id": task, "origin": "original", "index": index, "score": float(won),
+                                     "success": won, "turns": 1, "error": None}, "trajectory": trajectory.to_dict()})
+    append_jsonl(out / EPISODES_FILE, lines)
+    with ServerThread(create_app(open_runs([out]))) as url, httpx.Client(base_url=url) as client:
+        data = listing(client, success=1)
+        assert data["total"] == 1 and data["episodes"][0]["task_id"] == "t1" and data["episodes"][0]["split"] == "eval"
+        group = client.get("/r/0/api/group", params={"step": 0, "split": "eval", "group": "t1"}).json()
+        assert len(group["episodes"]) == 2
+        assert "t2 try 1" in client.get(f"/r/0/episode/{listing(client, task='t2')['episodes'][1]['id']}").text
+        assert listing(client, q="try")["total"] == 4

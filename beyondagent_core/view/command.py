@@ -21,7 +21,7 @@ from beyondagent_core.episode_records import EPISODES_FILE
 from beyondagent_core.errors import BeyondAgentError, DataError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-RUN_MARKERS = (EPISODES_FILE, "metrics.jsonl", "spec.resolved.yaml", "samples.jsonl")
+RUN_MARKERS = (EPISODES_FILE, "metrics.jsonl", "spec.resolved.yaml", "samples.jsonl")  # eval dirs have episodes
 WHERE = "beyondagent view"
 
 

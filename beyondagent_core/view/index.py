@@ -3,7 +3,8 @@
 `EpisodeIndex.refresh()` reads only the lines appended since the last call (the byte offset is
 stored), so a run that is still writing shows its new episodes on the next request. One row per
 line holds the columns the list filters and sorts on plus the line's byte offset and length:
-an episode is read back from the JSONL file itself, so the index stays small. Turn text goes to
+an episode is read back from the JSONL file itself, so the index stays small. The episodes.jsonl
+of `beyondagent eval` is read too (`as_view_record`). Turn text goes to
 an FTS5 table (contentless) for full-text search; without FTS5 a plain table and LIKE do.
 
 Bad lines: a last line without its newline is not indexed yet (it is being written, or a
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from beyondagent_core.episode_records import EPISODES_FILE, token_count
+from beyondagent_core.episode_records import EPISODES_FILE, as_view_record, token_count
 
 INDEX_FILE = "view-index.sqlite"
 INDEX_VERSION = "1"
@@ -226,6 +227,7 @@ class EpisodeIndex:
             record = json.loads(raw)
             if not isinstance(record, dict):
                 raise ValueError(f"a JSON {type(record).__name__}, not an object")
+            record = as_view_record(record)
             values = row_values(record)
             bad = None
         except (ValueError, TypeError, AttributeError, KeyError) as exc:  # not JSON, or fields of the wrong type
@@ -255,7 +257,7 @@ class EpisodeIndex:
             return found, {}
         with self.source.open("rb") as handle:
             handle.seek(found["offset"])
-            return found, json.loads(handle.read(found["length"]))
+            return found, as_view_record(json.loads(handle.read(found["length"])))
 
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

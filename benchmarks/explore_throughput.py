@@ -80,7 +80,7 @@ def components(base_url: str, steps: int):
     from beyondagent_plugin_random_explorer.explorer import RandomExplorer
 
     from beyondagent_core.envs.local import LocalEnvOpener
-    from beyondagent_core.explore import LocalExecutor
+    from beyondagent_core.exploration.executor import LocalExecutor
     from beyondagent_core.llm import LLMConfig, OpenAIChat
     from beyondagent_core.synthesis.llm_summarizer import LLMSummarizer, LLMSummarizerConfig
 
@@ -98,14 +98,14 @@ def seeds_for(count: int):
 
 
 async def queue_run(executor, seeds: Sequence, n: int, workers: int, cache: Path):
-    from beyondagent_core.explore import explore_seeds
+    from beyondagent_core.exploration.engine import explore_seeds
 
     return await explore_seeds(seeds, n=n, workers=workers, filters=[], cache_path=cache, executor=executor)
 
 
 async def barrier_run(executor, seeds: Sequence, n: int, workers: int, cache: Path) -> None:
     """AgentEvolver's schedule: for each round, batches of `workers` distinct seeds, gathered."""
-    from beyondagent_core.explore_checkpoint import Checkpoint
+    from beyondagent_core.exploration.checkpoint import Checkpoint
 
     checkpoint = Checkpoint.open(cache, "barrier", force=True)
     known: dict[str, list] = {seed.task_id: [] for seed in seeds}

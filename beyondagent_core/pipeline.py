@@ -36,7 +36,7 @@ from beyondagent_core.spec import (
 from beyondagent_core.types import Task, count_by_origin
 
 if TYPE_CHECKING:
-    from beyondagent_core.explore import ExploreResult
+    from beyondagent_core.exploration.engine import ExploreResult
 
 log = structlog.get_logger("beyondagent.pipeline")
 
@@ -154,7 +154,7 @@ def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: b
     Returns the tasks and, when it explored, the stage's tallies. `force` explores again even
     when the cache is finished or was made from other seeds or settings.
     """
-    from beyondagent_core.explore_checkpoint import check_fingerprint, fingerprint, is_finished
+    from beyondagent_core.exploration.checkpoint import check_fingerprint, fingerprint, is_finished
 
     spec = context.spec
     path = cache_path(spec)
@@ -175,7 +175,7 @@ def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: b
 
 def _explore(context: RunContext, seeds: list[Task], explorer: Component, *, force: bool,
              show_progress: bool) -> tuple[list[Task], ExploreResult]:
-    from beyondagent_core.explore import run_exploration
+    from beyondagent_core.exploration.engine import run_exploration
 
     spec, path = context.spec, cache_path(context.spec)
     filters = [(f.name or "?", context.bound(f.create())) for f in spec.filters]
@@ -218,11 +218,11 @@ def serving_policy(context: RunContext) -> Iterator[None]:
 
 def exploration_executor(context: RunContext) -> Any:
     """Where explorations run: this process, or Ray actors (`explore.executor: ray`)."""
-    from beyondagent_core.explore import LocalExecutor
+    from beyondagent_core.exploration.executor import LocalExecutor
 
     block = context.spec.explore
     if block.executor == "ray":
-        from beyondagent_core.explore_ray import RayExecutor
+        from beyondagent_core.exploration.ray_executor import RayExecutor
 
         switches = context.manager.switches
         loaded = sorted(name for name, record in context.manager.records.items() if record.status == "ok")
@@ -308,7 +308,7 @@ def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
     val = load_tasks(spec, "tasks.val", bad)
     path = cache_path(spec)
     synthetic: list[Task] | None = None
-    from beyondagent_core.explore_checkpoint import is_finished
+    from beyondagent_core.exploration.checkpoint import is_finished
 
     if path.is_file() and is_finished(path) is not False:
         synthetic, source = read_tasks(path, bad), f"cache {path}"

@@ -10,7 +10,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from beyondagent_core.explore import run_exploration
+from beyondagent_core.exploration.engine import run_exploration
 from beyondagent_core.protocols import EnvReset, EnvStep
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 

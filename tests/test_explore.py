@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from beyondagent_core.errors import RunError
-from beyondagent_core.explore import explore_seeds, run_exploration
+from beyondagent_core.exploration.engine import explore_seeds, run_exploration
 from beyondagent_core.jsonl import read_tasks
 from beyondagent_core.protocols import EnvReset, EnvStep
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
@@ -246,7 +246,7 @@ def test_an_independent_filter_runs_outside_the_commit_lock(tmp_path: Path) -> N
 
 
 def test_a_failed_exploration_leaves_the_cache_unfinished_and_is_retried(tmp_path: Path) -> None:
-    from beyondagent_core.explore_checkpoint import is_finished
+    from beyondagent_core.exploration.checkpoint import is_finished
 
     first = explore(tmp_path, explorer=ScriptedExplorer(fail_on="seed-10"))
     assert first.failures == 3 and is_finished(tmp_path / "synthetic.jsonl") is False
@@ -257,7 +257,7 @@ def test_a_failed_exploration_leaves_the_cache_unfinished_and_is_retried(tmp_pat
 
 
 def test_a_torn_checkpoint_line_is_cut_so_later_lines_count(tmp_path: Path) -> None:
-    from beyondagent_core.explore_checkpoint import checkpoint_path, is_finished
+    from beyondagent_core.exploration.checkpoint import checkpoint_path, is_finished
 
     explore(tmp_path)
     state = checkpoint_path(tmp_path / "synthetic.jsonl")
@@ -272,7 +272,7 @@ def test_a_torn_checkpoint_line_is_cut_so_later_lines_count(tmp_path: Path) -> N
 
 
 def test_a_changed_cache_key_says_what_changed(tmp_path: Path) -> None:
-    from beyondagent_core.explore_checkpoint import Checkpoint, check_fingerprint, fingerprint
+    from beyondagent_core.exploration.checkpoint import Checkpoint, check_fingerprint, fingerprint
 
     cache = tmp_path / "syn.jsonl"
     then = {"n": 2, "explore": {"name": "walker"}}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from explore_resume_parts import SEEDS, N, explore
 
-from beyondagent_core.explore_checkpoint import checkpoint_path
+from beyondagent_core.exploration.checkpoint import checkpoint_path
 from beyondagent_core.jsonl import read_tasks
 
 

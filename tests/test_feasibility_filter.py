@@ -16,7 +16,7 @@ from beyondagent_plugin_random_explorer.config import RandomExplorerConfig
 from beyondagent_plugin_random_explorer.explorer import RandomExplorer
 
 from beyondagent_core.errors import RunError
-from beyondagent_core.explore import explore_seeds
+from beyondagent_core.exploration.engine import explore_seeds
 from beyondagent_core.judging import EnvJudge, JudgeSelector
 from beyondagent_core.llm import LLMConfig, OpenAIChat
 from beyondagent_core.runtime.episodes import EpisodeRunner

@@ -559,7 +559,7 @@ def failing_seed():
 
 
 def test_failed_explorations_fail_the_run_and_leave_the_cache_resumable(inline, data, run_spec, failing_seed) -> None:
-    from beyondagent_core.explore_checkpoint import is_finished
+    from beyondagent_core.exploration.checkpoint import is_finished
 
     with pytest.raises(RunError) as caught:
         run_spec(explore_spec(data))

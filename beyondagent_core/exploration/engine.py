@@ -1,32 +1,30 @@
 """The exploration stage: seed tasks x `n` explorations -> filtered synthetic tasks, cached.
 
 A work queue of `(seed, i)` jobs is drained by `workers` concurrent asyncio workers, with no
-batch barriers, so a slow exploration never holds up the others. Each exploration runs the
+batch barriers, so a slow exploration never holds up the others. Each exploration runs on an
+executor (`executor.py`: in this process; `ray_executor.py`: on Ray actors), which runs the
 explorer in a fresh env and asks the summarizer for candidate tasks (showing it the tasks
-already found for that seed); where that happens is the executor's business (in this
-process, or on Ray actors: `explore_ray.py`). The filters then run in order here, and what
-survives is appended to the cache at once, with a checkpoint line, so a killed exploration
-resumes where it stopped (`explore_checkpoint.py`). A failing exploration is counted and
-logged; the rest go on.
+already found for that seed). The filters then run in order here, and what survives is
+appended to the cache at once, with a checkpoint line, so a killed exploration resumes where
+it stopped (`checkpoint.py`). A failing exploration is counted and logged; the rest go on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 import structlog
 
 from beyondagent_core.envs.local import as_opener
-from beyondagent_core.explore_checkpoint import Checkpoint, fingerprint
+from beyondagent_core.exploration.checkpoint import Checkpoint, fingerprint
+from beyondagent_core.exploration.executor import Executor, LocalExecutor
 from beyondagent_core.failures import FailureTally
-from beyondagent_core.protocols import ChatLLM, EnvOpener, Explorer, Summarizer, TaskFilter
+from beyondagent_core.protocols import ChatLLM, Explorer, Summarizer, TaskFilter
 from beyondagent_core.types import Task
 
 log = structlog.get_logger(__name__)
@@ -57,52 +55,6 @@ class ExploreResult:
     llm: dict[str, int] = attrs.field(factory=dict)
     summarizer: dict[str, int] = attrs.field(factory=dict)
     seconds: float = 0.0
-
-
-class Executor(Protocol):
-    """Where explorations run: `explore(seed, known, index)` -> the summarizer's candidates.
-
-    `index` is which exploration of `seed` this is (0..n-1): explorers that take an `index`
-    keyword get it, so their random draws are the same wherever and whenever it runs.
-
-    `tallies()` gives the LLM usage and the summarizer's counters since the executor started.
-    """
-
-    async def explore(self, seed: Task, known: Sequence[Task], index: int) -> list[Task]: ...
-
-    async def tallies(self) -> tuple[dict[str, int], dict[str, int]]: ...
-
-    async def aclose(self) -> None: ...
-
-
-@attrs.define
-class LocalExecutor:
-    """Explorations as coroutines in this process (the default `explore.executor: local`)."""
-
-    explorer: Explorer
-    summarizer: Summarizer
-    envs: EnvOpener
-    llm: ChatLLM | None = None
-    _start: tuple[dict[str, int], dict[str, int]] = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._start = (usage_of(self.llm), counters_of(self.summarizer))
-
-    async def explore(self, seed: Task, known: Sequence[Task], index: int) -> list[Task]:
-        extra = {"index": index} if _takes_index(self.explorer) else {}
-        async with contextlib.AsyncExitStack() as stack:
-            env = await self.envs.open()
-            stack.push_async_callback(env.close)
-            trajectory = await self.explorer.explore(seed, env, self.llm, **extra)
-        candidates = await self.summarizer.summarize(seed, trajectory, list(known), self.llm)
-        _check_candidates(self.summarizer, candidates)
-        return candidates
-
-    async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:
-        return delta(usage_of(self.llm), self._start[0]), delta(counters_of(self.summarizer), self._start[1])
-
-    async def aclose(self) -> None:
-        """The env opener and LLM belong to the caller."""
 
 
 @attrs.define
@@ -270,36 +222,6 @@ async def explore_seeds(
 def run_exploration(seeds: Sequence[Task], **options: Any) -> ExploreResult:
     """`explore_seeds` for sync callers (runs its own event loop); same keyword options."""
     return asyncio.run(explore_seeds(seeds, **options))
-
-
-def _check_candidates(summarizer: Summarizer, candidates: object) -> None:
-    if not isinstance(candidates, list) or not all(isinstance(t, Task) for t in candidates):
-        raise TypeError(
-            f"{type(summarizer).__name__}.summarize() must return a list of Task, got {candidates!r:.80}"
-        )
-
-
-def _takes_index(explorer: Explorer) -> bool:
-    try:
-        return "index" in inspect.signature(explorer.explore).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def usage_of(llm: Any) -> dict[str, int]:
-    """An LLM client's usage tally (`OpenAIChat.usage`), or nothing."""
-    usage = getattr(llm, "usage", None)
-    return dict(usage) if isinstance(usage, dict) else {}
-
-
-def counters_of(component: Any) -> dict[str, int]:
-    """A component's integer `stats` counters (e.g. a summarizer's malformed blocks), or nothing."""
-    stats = getattr(component, "stats", None)
-    return {k: v for k, v in stats.items() if isinstance(v, int)} if isinstance(stats, dict) else {}
-
-
-def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
-    return {key: value - before.get(key, 0) for key, value in after.items() if value - before.get(key, 0)}
 
 
 def _first_line(exc: BaseException) -> str:

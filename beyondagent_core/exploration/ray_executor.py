@@ -30,7 +30,7 @@ class ExplorationActor:
 
     def __init__(self, spec_data: dict[str, Any], spec_path: str | None, switches: dict[str, Any], run_dir: str):
         from beyondagent_core.context import RunContext, RunInfo
-        from beyondagent_core.explore import LocalExecutor
+        from beyondagent_core.exploration.executor import LocalExecutor
         from beyondagent_core.plugins import PluginManager, Switches
         from beyondagent_core.registry import Registry
         from beyondagent_core.spec import parse_spec, validate_spec

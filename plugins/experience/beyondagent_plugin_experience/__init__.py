@@ -1,6 +1,6 @@
 """BeyondAgent's first-party experience store, `experience` (see README.md and docs/self-evolve.md).
 
-The factory is a `"module:attr"` string: sqlite and bm25s are imported only when a spec selects it.
+The factory is a `"module:attr"` string: sqlite, bm25s, openai and sqlite-vec are imported only when a spec selects it.
 """
 
 from __future__ import annotations
@@ -16,4 +16,4 @@ def beyondagent_experience_stores() -> list[ExperienceStoreSpec]:
     return [ExperienceStoreSpec(
         name="experience", factory="beyondagent_plugin_experience.store:SqliteExperienceStore",
         config_cls=ExperienceStoreConfig,
-        summary="Lessons from finished episodes in sqlite, BM25 retrieval; hindsight or LLM summaries.")]
+        summary="Lessons from finished episodes in sqlite, BM25 or embedding retrieval; hindsight or LLM summaries.")]

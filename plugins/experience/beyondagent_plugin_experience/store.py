@@ -1,9 +1,13 @@
-"""The `experience` store: sqlite records, BM25 retrieval, hindsight or LLM summaries.
+"""The `experience` store: sqlite records, BM25 or embedding retrieval, hindsight or LLM summaries.
 
 Records live in one sqlite file (a table `experiences`, keyed by the hash of the normalized text,
-so a lesson learned twice is kept once). Retrieval ranks every record by BM25 (`bm25s`) of the
-task's query against the record's task query and text; the index is rebuilt when the store has
-grown. Summaries turn a step's finished trajectories into new records (`summarize`, then `add`):
+so a lesson learned twice is kept once; a lesson equal to a stored one but for case, punctuation
+and spacing, or with embeddings one whose vector is within `dedup_similarity`, is a near duplicate
+and not added either). Retrieval ranks every record by BM25 (`lexical`) of the task's query
+against the record's task query and text, or, with `embedding` set, by the cosine similarity of
+their vectors (`vectors`, `embeddings`), optionally fused with BM25. Then the task's own newest
+lessons fill up to `k`. Summaries turn a step's finished trajectories into new records
+(`summarize`, then `add`):
 
 - `hindsight` (offline, no LLM): per task, the shortest successful episode's actions, as a lesson
   for that task ("a successful attempt took these actions: ...");
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import structlog
 
 from beyondagent_core.errors import RunError
@@ -30,18 +35,25 @@ from beyondagent_core.experience import Experience
 from beyondagent_core.llm import OpenAIChat
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_experience.config import ExperienceStoreConfig
+from beyondagent_plugin_experience.lexical import Bm25Ranking, document, normalized_key
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from beyondagent_core.protocols import ChatLLM, Run
+    from beyondagent_plugin_experience.vectors import VectorIndex
 
 log = structlog.get_logger("beyondagent.experience")
 
 DEFAULT_FILE = "experiences.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS experiences (
     experience_id TEXT PRIMARY KEY, text TEXT NOT NULL, kind TEXT, task_id TEXT, query TEXT, outcome REAL,
-    source_run TEXT, step INTEGER, metadata TEXT, created REAL)"""
+    source_run TEXT, step INTEGER, metadata TEXT, created REAL, norm_key TEXT)"""
+NORM_INDEX = "CREATE INDEX IF NOT EXISTS experiences_norm_key ON experiences (norm_key)"
 COLUMNS = ("experience_id", "text", "kind", "task_id", "query", "outcome", "source_run", "step", "metadata")
 ATTEMPTS_SHOWN = 4
+RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
+QUERY_CACHE = 4096  # query vectors kept: the same tasks come back every step
 LESSON = re.compile(r"<lesson\s+kind=\"?(success|failure|comparison)\"?\s*>(.*?)</lesson>", re.DOTALL | re.IGNORECASE)
 
 SUMMARY_PROMPT = """\
@@ -73,15 +85,25 @@ class SqliteExperienceStore:
                  llm: ChatLLM | None = None, run_name: str | None = None):
         self.config = config or ExperienceStoreConfig()
         self._path = Path(path or self.config.path) if (path or self.config.path) else None
-        self._db: sqlite3.Connection | None = None
+        self._db: Any = None  # sqlite3's connection, or pysqlite3's where sqlite-vec needs it
         self._lock = threading.Lock()
-        self._index: tuple[int, Any, list[str]] | None = None  # (row count, BM25 index, ids in index order)
         if llm is None and self.config.llm is not None:
             llm = OpenAIChat(self.config.llm, key_path="experience.llm")
         self.llm = llm
         self.run_name = run_name
-        self.counters = {"added": 0, "duplicates": 0, "retrievals": 0, "retrieval_hits": 0, "retrieved": 0,
-                         "summary_failures": 0}
+        self.counters = {"added": 0, "duplicates": 0, "near_duplicates": 0, "retrievals": 0, "retrieval_hits": 0,
+                         "retrieved": 0, "summary_failures": 0}
+        self._bm25 = Bm25Ranking()
+        self._dbapi: Any = sqlite3
+        self.embedder = None
+        self._vectors: VectorIndex | None = None
+        self._synced = -1  # the record count the vectors were last checked against
+        self._queries: dict[str, np.ndarray] = {}
+        if self.config.embedding is not None:
+            from beyondagent_plugin_experience.embeddings import Embedder
+
+            self.embedder = Embedder(self.config.embedding)
+            self.counters.update(embedding_failures=0)
 
     def bind(self, run: Run) -> None:
         """The run's directory holds the file unless `path` is set; the run's `llm` summarizes."""
@@ -100,38 +122,115 @@ class SqliteExperienceStore:
                            hint="set experience.path, or use the store inside a run (it defaults to the run directory)")
         return self._path
 
-    def _connection(self) -> sqlite3.Connection:
+    def _connection(self) -> Any:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.embedder is not None:
+                from beyondagent_plugin_experience.vectors import connect
+
+                self._db, self._dbapi = connect(self.path)
             try:
-                self._db = sqlite3.connect(self.path, check_same_thread=False)
-                self._db.execute(SCHEMA)
-                self._db.commit()
-            except sqlite3.DatabaseError as exc:
+                if self._db is None:
+                    self._db = sqlite3.connect(self.path, check_same_thread=False)
+                self._migrate(self._db)
+            except self._dbapi.DatabaseError as exc:
+                self._db.close()
+                self._db = None
                 raise RunError(f"the experience store {self.path} cannot be opened: {exc}", where="experience.path",
                                hint="point experience.path at a new file, or remove the damaged one") from exc
+            if self.embedder is not None:
+                self._open_vectors()
         return self._db
 
+    @staticmethod
+    def _migrate(db: Any) -> None:
+        """The table, and the normalized-text column that files written before near-duplicate checks lack."""
+        db.execute(SCHEMA)
+        if "norm_key" not in {row[1] for row in db.execute("PRAGMA table_info(experiences)")}:
+            db.execute("ALTER TABLE experiences ADD COLUMN norm_key TEXT")
+        stale = db.execute("SELECT experience_id, text FROM experiences WHERE norm_key IS NULL").fetchall()
+        db.executemany("UPDATE experiences SET norm_key = ? WHERE experience_id = ?",
+                       [(normalized_key(text), key) for key, text in stale])
+        db.execute(NORM_INDEX)
+        db.commit()
+
+    def _open_vectors(self) -> None:
+        from beyondagent_plugin_experience.embeddings import EmbeddingUnavailable
+        from beyondagent_plugin_experience.vectors import VectorIndex
+
+        self._vectors = VectorIndex(self._db, self.embedder, self.config.embedding, self.path)
+        documents = self._documents()
+        try:
+            self._vectors.open(documents)
+            self._synced = len(documents)
+        except EmbeddingUnavailable as exc:  # records stay; their vectors come at the next sync
+            self._embedding_failed("open", exc)
+
+    def _documents(self) -> dict[str, str]:
+        rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()
+        return {record.experience_id: document(record) for record in map(self._record, rows)}
+
+    def _embedding_failed(self, during: str, exc: Exception) -> None:
+        self.counters["embedding_failures"] += 1
+        log.warning("experience.embedding_failed", during=during, path=str(self._path),
+                    fallback="bm25" if during == "retrieve" else "vectors later", error=str(exc).splitlines()[0])
+
     def add(self, experiences: Sequence[Experience]) -> int:
-        added = 0
+        """Store the new ones; exact and near duplicates (of stored ones or of each other) are counted, not added."""
+        from beyondagent_plugin_experience.embeddings import EmbeddingUnavailable
+
         with self._lock:
             db = self._connection()
+            fresh: list[Experience] = []
+            ids: set[str] = set()
+            keys: set[str] = set()
             for experience in experiences:
-                row = (experience.experience_id, experience.text[: self.config.max_chars], experience.kind,
-                       experience.task_id, experience.query, experience.outcome,
-                       experience.source_run or self.run_name, experience.step,
-                       json.dumps(experience.metadata, default=str), time.time())
-                cursor = db.execute(f"INSERT OR IGNORE INTO experiences ({', '.join(COLUMNS)}, created) "
-                                    f"VALUES ({', '.join('?' * (len(COLUMNS) + 1))})", row)
-                added += cursor.rowcount
+                experience = attrs.evolve(experience, text=experience.text[: self.config.max_chars],
+                                          source_run=experience.source_run or self.run_name)
+                key = normalized_key(experience.text)
+                if experience.experience_id in ids or db.execute(
+                        "SELECT 1 FROM experiences WHERE experience_id = ?", (experience.experience_id,)).fetchone():
+                    self.counters["duplicates"] += 1
+                elif key in keys or db.execute("SELECT 1 FROM experiences WHERE norm_key = ?", (key,)).fetchone():
+                    self.counters["duplicates"] += 1
+                    self.counters["near_duplicates"] += 1
+                else:
+                    fresh.append(experience)
+                ids.add(experience.experience_id)
+                keys.add(key)
+            vectors = None
+            if self._vectors is not None and fresh:
+                try:
+                    vectors = self.embedder.embed([document(e) for e in fresh])
+                except EmbeddingUnavailable as exc:  # stored without vectors; the next sync embeds them
+                    self._embedding_failed("add", exc)
+            added = 0
+            for index, experience in enumerate(fresh):
+                if vectors is not None:
+                    nearest = self._vectors.nearest(vectors[index], 1)
+                    if nearest and nearest[0][1] >= self.config.embedding.dedup_similarity:
+                        self.counters["duplicates"] += 1
+                        self.counters["near_duplicates"] += 1
+                        continue
+                db.execute(f"INSERT INTO experiences ({', '.join(COLUMNS)}, created, norm_key) "
+                           f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})",
+                           (experience.experience_id, experience.text, experience.kind, experience.task_id,
+                            experience.query, experience.outcome, experience.source_run, experience.step,
+                            json.dumps(experience.metadata, default=str), time.time(),
+                            normalized_key(experience.text)))
+                if vectors is not None:
+                    self._vectors.put([experience.experience_id], vectors[index: index + 1])
+                added += 1
             db.commit()
+            if vectors is not None and self._synced >= 0:
+                self._synced += added
         self.counters["added"] += added
-        self.counters["duplicates"] += len(experiences) - added
         return added
 
     def all(self) -> list[Experience]:
         with self._lock:
-            rows = self._connection().execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()
+            rows = self._connection().execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created")
+            rows = rows.fetchall()
         return [self._record(row) for row in rows]
 
     @staticmethod
@@ -143,26 +242,17 @@ class SqliteExperienceStore:
     # --- retrieval ----------------------------------------------------------------------------
 
     def retrieve(self, task: Task, k: int) -> list[Experience]:
-        """The `k` records most relevant to `task`: BM25 of its query, then its own task's records."""
-        import bm25s
-
+        """The `k` records most relevant to `task` (BM25 or vectors), then its own task's newest records."""
         records = self.all()
         self.counters["retrievals"] += 1
         if not records or k <= 0:
             return []
-        if self._index is None or self._index[0] != len(records):
-            corpus = [f"{record.query or ''} {record.text}" for record in records]
-            index = bm25s.BM25()
-            index.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
-            self._index = (len(records), index, [record.experience_id for record in records])
-        _, index, ids = self._index
         by_id = {record.experience_id: record for record in records}
-        chosen: list[Experience] = []
         query = task.query or task.task_id
-        tokens = bm25s.tokenize([query], stopwords="en", show_progress=False)
-        if tokens.vocab:
-            found, scores = index.retrieve(tokens, k=min(k, len(records)), show_progress=False)
-            chosen = [by_id[ids[int(i)]] for i, score in zip(found[0], scores[0]) if score > 0]
+        ranked = self._vector_ranking(query, records, k) if self.embedder is not None else None
+        if ranked is None:
+            ranked = self._bm25.rank(query, records, k)
+        chosen = [by_id[key] for key in ranked[:k] if key in by_id]
         for record in reversed(records):  # then the newest lessons of this very task
             if len(chosen) >= k:
                 break
@@ -172,6 +262,39 @@ class SqliteExperienceStore:
         self.counters["retrieved"] += len(chosen)
         self.counters["retrieval_hits"] += int(bool(chosen))
         return chosen
+
+    def _vector_ranking(self, query: str, records: Sequence[Experience], k: int) -> list[str] | None:
+        """Ids by cosine similarity (`hybrid`: fused with BM25); None when the endpoint is unavailable."""
+        from beyondagent_plugin_experience.embeddings import EmbeddingUnavailable
+
+        config = self.config.embedding
+        wide = k if config.ranking == "vector" else max(4 * k, 20)
+        try:
+            with self._lock:
+                if self._synced != len(records):  # records another store object added, or vectors that failed
+                    self._vectors.backfill({record.experience_id: document(record) for record in records})
+                    self._synced = len(records)
+                vector = self._query_vector(query)
+                similar = [key for key, similarity in self._vectors.nearest(vector, wide)
+                           if similarity >= config.min_similarity]
+        except EmbeddingUnavailable as exc:
+            self._embedding_failed("retrieve", exc)
+            return None
+        if config.ranking == "vector":
+            return similar
+        fused: dict[str, float] = {}
+        for ranking in (similar, self._bm25.rank(query, records, wide)):
+            for rank, key in enumerate(ranking):
+                fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+        return sorted(fused, key=lambda key: -fused[key])
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        vector = self._queries.get(query)
+        if vector is None:
+            if len(self._queries) >= QUERY_CACHE:
+                self._queries.clear()
+            vector = self._queries[query] = self.embedder.embed([query])[0]
+        return vector
 
     # --- summaries ----------------------------------------------------------------------------
 
@@ -228,12 +351,20 @@ class SqliteExperienceStore:
     # --- the rest of the protocol -------------------------------------------------------------
 
     def stats(self) -> dict[str, float]:
+        """Counts of this store object's life, `total` records in the file and, with embeddings, requests made."""
         with self._lock:
             total = self._connection().execute("SELECT COUNT(*) FROM experiences").fetchone()[0]
-        return {"total": float(total), **{key: float(value) for key, value in self.counters.items()}}
+        out = {"total": float(total), **{key: float(value) for key, value in self.counters.items()}}
+        if self.embedder is not None:
+            out.update({f"embedding_{key}": float(value) for key, value in self.embedder.usage.items()})
+            out["reembedded"] = float(self._vectors.reembedded if self._vectors is not None else 0)
+        return out
 
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+                self._vectors = None
+            if self.embedder is not None:
+                self.embedder.close()

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from beyondagent_plugin_experience.config import ExperienceStoreConfig
+from beyondagent_plugin_experience.store import SqliteExperienceStore
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.experience import Experience
 from beyondagent_core.llm import LLMConfig
 from beyondagent_core.testing.experience_contract import ExperienceStoreContract
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
-from beyondagent_plugin_experience.config import ExperienceStoreConfig
-from beyondagent_plugin_experience.store import SqliteExperienceStore
 
 pytestmark = pytest.mark.beyondagent_plugins("experience")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from beyondagent_plugin_experience.store import SqliteExperienceStore
 
 from beyondagent_core.experience import Experience
-from beyondagent_plugin_experience.store import SqliteExperienceStore
 
 QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
 SHRINK = ("backend.total_steps=2", "backend.batch_size=2", "algorithm.group_size=4", "backend.eval_every=0",

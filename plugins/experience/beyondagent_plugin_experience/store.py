@@ -129,9 +129,9 @@ class SqliteExperienceStore:
                 from beyondagent_plugin_experience.vectors import connect
 
                 self._db, self._dbapi = connect(self.path)
+            else:
+                self._db = sqlite3.connect(self.path, check_same_thread=False)
             try:
-                if self._db is None:
-                    self._db = sqlite3.connect(self.path, check_same_thread=False)
                 self._migrate(self._db)
             except self._dbapi.DatabaseError as exc:
                 self._db.close()
@@ -165,6 +165,10 @@ class SqliteExperienceStore:
             self._synced = len(documents)
         except EmbeddingUnavailable as exc:  # records stay; their vectors come at the next sync
             self._embedding_failed("open", exc)
+        except BaseException:  # refused (another model, a rejected key): the next call checks again
+            self._db.close()
+            self._db, self._vectors = None, None
+            raise
 
     def _documents(self) -> dict[str, str]:
         rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()

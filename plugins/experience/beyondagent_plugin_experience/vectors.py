@@ -46,8 +46,7 @@ def connect(path: Path) -> tuple[Any, ModuleType]:
         db.enable_load_extension(True)
         sqlite_vec.load(db)
         db.enable_load_extension(False)
-        db.execute("SELECT vec_version()")
-    except dbapi.Error as exc:
+    except dbapi.OperationalError as exc:  # a damaged file is the caller's DatabaseError, later
         db.close()
         raise RunError(f"the sqlite-vec extension cannot be loaded into SQLite {dbapi.sqlite_version} "
                        f"({dbapi.__name__}): {exc}", where="experience.embedding", hint=INSTALL) from exc

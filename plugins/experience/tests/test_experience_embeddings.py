@@ -110,6 +110,17 @@ def test_another_model_is_refused_with_what_to_do(tmp_path: Path, embedding_serv
     with pytest.raises(RunError, match="holds vectors of the embedding model 'bow-64|native'") as caught:
         other.retrieve(Task(task_id="new", query="frozen lake"), 1)
     assert caught.value.where == "experience.embedding.model" and "on_model_change: reembed" in caught.value.hint
+    with pytest.raises(RunError, match="holds vectors of the embedding model"):  # and again: never half open
+        other.add(LESSONS)
+    assert len(embedding_server.requests) == 1
+
+
+def test_a_damaged_file_is_a_clear_error_with_embeddings(tmp_path: Path, embedding_server: EmbeddingServer) -> None:
+    path = tmp_path / "x.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(RunError, match="cannot be opened") as caught:
+        store_at(path, embedding_server).add(LESSONS)
+    assert caught.value.where == "experience.path"
 
 
 def test_another_model_reembeds_every_record(tmp_path: Path, embedding_server: EmbeddingServer) -> None:

@@ -94,6 +94,7 @@ class SqliteExperienceStore:
         self.counters = {"added": 0, "duplicates": 0, "near_duplicates": 0, "retrievals": 0, "retrieval_hits": 0,
                          "retrieved": 0, "summary_failures": 0}
         self._bm25 = Bm25Ranking()
+        self._records: list[Experience] | None = None
         self._dbapi: Any = sqlite3
         self.embedder = None
         self._vectors: VectorIndex | None = None
@@ -232,10 +233,15 @@ class SqliteExperienceStore:
         return added
 
     def all(self) -> list[Experience]:
+        """Every record, oldest first. Records are never changed or removed, so the count tells when the
+        cached list (read again only when the file has grown, by this store or another) is stale."""
         with self._lock:
-            rows = self._connection().execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created")
-            rows = rows.fetchall()
-        return [self._record(row) for row in rows]
+            db = self._connection()
+            count = db.execute("SELECT COUNT(*) FROM experiences").fetchone()[0]
+            if self._records is None or len(self._records) != count:
+                rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()
+                self._records = [self._record(row) for row in rows]
+            return list(self._records)
 
     @staticmethod
     def _record(row: Sequence[Any]) -> Experience:
@@ -370,5 +376,6 @@ class SqliteExperienceStore:
                 self._db.close()
                 self._db = None
                 self._vectors = None
+                self._records = None
             if self.embedder is not None:
                 self.embedder.close()

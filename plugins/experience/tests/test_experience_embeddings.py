@@ -243,3 +243,13 @@ except RunError as exc:
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout
     assert "needs the sqlite-vec package" in out and "[embeddings]" in out and "unset experience.embedding" in out
+
+
+def test_records_another_store_adds_are_found(tmp_path: Path, embedding_server: EmbeddingServer) -> None:
+    reader = store_at(tmp_path / "x.sqlite", embedding_server)
+    writer = store_at(tmp_path / "x.sqlite", embedding_server)
+    reader.add(LESSONS[:1])
+    assert reader.retrieve(Task(task_id="n", query="frozen lake"), 1)[0].task_id == "taxi"  # the only one yet
+    writer.add(LESSONS[1:2])
+    assert reader.retrieve(Task(task_id="n", query="frozen lake"), 1)[0].task_id == "lake"
+    assert reader.stats()["embedding_texts"] == 2  # its record and the query: the writer's vector is reused

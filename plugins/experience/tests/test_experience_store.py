@@ -92,3 +92,11 @@ def test_a_damaged_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="cannot be opened") as caught:
         SqliteExperienceStore(path=path).add([Experience(text="a")])
     assert "experience.path" in caught.value.where
+
+
+def test_records_another_store_adds_are_found(tmp_path: Path) -> None:
+    reader = SqliteExperienceStore(path=tmp_path / "x.sqlite")
+    writer = SqliteExperienceStore(path=tmp_path / "x.sqlite")
+    assert reader.retrieve(Task(task_id="n", query="drive the taxi"), 1) == []
+    writer.add([Experience(text="Pick up the passenger first.", task_id="taxi", query="drive the taxi")])
+    assert [e.task_id for e in reader.retrieve(Task(task_id="n", query="drive the taxi"), 1)] == ["taxi"]

@@ -38,7 +38,7 @@ def respond(body: dict) -> str:
     return next(MOVES)
 
 
-@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch", "experience")
+@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch", "experience", "llm")
 def test_questioning_navigating_and_attributing_in_one_run(openai_server, run_spec, tmp_path) -> None:
     openai_server.responder = respond
     result = run_spec(

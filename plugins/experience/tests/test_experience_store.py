@@ -100,3 +100,17 @@ def test_records_another_store_adds_are_found(tmp_path: Path) -> None:
     assert reader.retrieve(Task(task_id="n", query="drive the taxi"), 1) == []
     writer.add([Experience(text="Pick up the passenger first.", task_id="taxi", query="drive the taxi")])
     assert [e.task_id for e in reader.retrieve(Task(task_id="n", query="drive the taxi"), 1)] == ["taxi"]
+
+
+def test_a_file_written_before_near_duplicate_checks_is_upgraded(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE experiences (experience_id TEXT PRIMARY KEY, text TEXT NOT NULL, kind TEXT, task_id "
+                   "TEXT, query TEXT, outcome REAL, source_run TEXT, step INTEGER, metadata TEXT, created REAL)")
+        db.execute("INSERT INTO experiences VALUES ('abc', 'Move down first.', 'hindsight', 'a', NULL, 1.0, 'r0', 1, "
+                   "'{}', 0.0)")
+    store = SqliteExperienceStore(path=path)
+    assert store.add([Experience(text="move down -- first!")]) == 0 and store.stats()["near_duplicates"] == 1
+    assert [e.source_run for e in store.all()] == ["r0"]

@@ -62,3 +62,22 @@ def test_mode_all_guides_every_training_rollout_and_validation_still_runs(run_sp
     assert row["experience/guided_fraction"] == 1.0
     metrics = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert any("val/pass@1" in m for m in metrics)
+
+
+def test_guided_rollouts_retrieve_by_embedding(run_spec, tmp_path, embedding_server) -> None:
+    import sqlite3
+
+    store_path = tmp_path / "lessons.sqlite"
+    seeded = SqliteExperienceStore(path=store_path)  # a BM25 run's file: its records get vectors
+    seeded.add([Experience(text="Reach the goal by going right, then down.", query="Reach the goal G")])
+    seeded.close()
+    result = run_spec(QUICKSTART, *SHRINK, "backend.total_steps=1", f"run.output_dir={tmp_path / 'runs'}",
+                      "experience.name=experience", f"experience.path={store_path}", "experience.mode=all",
+                      "experience.embedding.model=bow", f"experience.embedding.base_url={embedding_server.base_url}")
+    (row,) = rows(result.run_dir)
+    assert row["experience/guided_fraction"] == 1.0 and row["experience/hit_rate"] == 1.0
+    texts = embedding_server.texts()
+    assert texts[0] == "Reach the goal G\nReach the goal by going right, then down."  # backfilled at open
+    assert len(texts) >= 2  # then the tasks' queries (and the step's new lessons)
+    with sqlite3.connect(store_path) as db:
+        assert dict(db.execute("SELECT key, value FROM experience_meta"))["embedding_model"] == "bow|native"

@@ -11,20 +11,21 @@ launcher writes an `agent_loop_config_path` file naming the same class with the 
       spec_overrides: []
       run_dir: runs/x
       max_new_tokens: 64
+      train_groups: 8                    # tasks a training step (backend.batch_size)
+      val_groups: 32                     # tasks in the val file
 
 For each dataset row verl calls `run(sampling_params, **row)`: the loop rebuilds our `Task` from
 the row (`extra_info.beyondagent_task`, written by the core's parquet writer), gives the workflow
 a `VerlChat` (token in/out through verl's server manager), runs our `EpisodeRunner` (workflow +
 env + the task's judge) and returns verl's `AgentLoopOutput`: prompt and response ids exactly as
 generated, a response mask that is 1 only on model tokens, the rollout log-probs, and the judge's
-score as `reward_score` (so verl's reward loop has nothing to do).
+score as `reward_score` (so verl's reward loop has nothing to do). Each episode's facts, and its
+`episodes.jsonl` record when `logging.episodes` keeps it, go to this worker's spool file
+(`episode_spool`); the launcher merges them.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -37,9 +38,11 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from beyondagent_core.episode_records import EpisodeSampling, PieceCache, episode_record
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.sources.parquet import row_to_task
 from beyondagent_core.types import Task, Trajectory
+from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl.mapping import AGENT_NAME
 from beyondagent_plugin_verl.verl_chat import VerlChat
 
@@ -60,6 +63,15 @@ class WorkerRuntime:
         info = RunInfo(name=spec.run.name, run_dir=Path(run_dir), seed=spec.run.seed, spec=spec.redacted())
         self.context = RunContext(spec=spec, info=info, manager=session.manager)
         self.runner = self.context.episode_runner()
+        self.sampling = EpisodeSampling(spec.logging.episodes, seed=spec.run.seed)
+        self.sessions: dict[tuple[Any, ...], int] = {}  # samples of a group seen here (rows without session_id)
+        self._pieces: PieceCache | None = None
+
+    def pieces(self, tokenizer: Any) -> PieceCache:
+        """Each token id's text, decoded once per worker."""
+        if self._pieces is None:
+            self._pieces = PieceCache(lambda ids: tokenizer.batch_decode(ids, skip_special_tokens=False))
+        return self._pieces
 
 
 def runtime(spec_path: str, overrides: tuple[str, ...], run_dir: str) -> WorkerRuntime:
@@ -77,22 +89,6 @@ def task_of(row: dict[str, Any]) -> Task:
     return row_to_task(plain, int(row.get("index", 0) or 0))
 
 
-def record_episode(run_dir: str, row: dict[str, Any], facts: dict[str, Any]) -> None:
-    """Append this episode's facts to `<run_dir>/verl/episodes/<host>-<pid>.jsonl`.
-
-    verl's step metrics have no success rate (its reward is a float); the launcher reads these
-    lines and adds `train/success_rate` (and per origin) to each step, by `global_steps` (which
-    verl's V1 trainer passes with every row) and the row's split.
-    """
-    extra = row.get("extra_info") or {}
-    record = {**facts, "global_steps": _plain_int(row.get("global_steps")), "split": extra.get("split"),
-              "epoch": extra.get("epoch")}
-    directory = Path(run_dir) / "verl" / "episodes"
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a") as handle:
-        handle.write(json.dumps(record, default=str) + "\n")
-
-
 def _plain_int(value: Any) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -105,7 +101,8 @@ class BeyondAgentLoop(AgentLoopBase):
     """verl agent loop running a BeyondAgent spec's workflow, env and judges for one dataset row."""
 
     def __init__(self, *args: Any, spec_path: str | None = None, spec_overrides: Any = (), run_dir: str | None = None,
-                 max_new_tokens: int | None = None, **kwargs: Any):
+                 max_new_tokens: int | None = None, train_groups: int | None = None, val_groups: int | None = None,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
         if not spec_path:
             raise ValueError("the `beyondagent` agent loop needs `spec_path` (and run_dir): run it through "
@@ -114,19 +111,51 @@ class BeyondAgentLoop(AgentLoopBase):
         self.spec_overrides = tuple(str(o) for o in (spec_overrides or ()))
         self.run_dir = str(run_dir or Path(spec_path).parent)
         self.max_new_tokens = int(max_new_tokens or self.rollout_config.response_length)
+        self.groups = {"train": train_groups, "val": val_groups}
         self.template = ChatTemplate(self.tokenizer)
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         task = task_of(row)
-        runner = runtime(self.spec_path, self.spec_overrides, self.run_dir).runner
+        worker = runtime(self.spec_path, self.spec_overrides, self.run_dir)
+        runner = worker.runner
         llm = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
                        prompt_length=self.rollout_config.prompt_length,
                        response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         started = time.perf_counter()
         trajectory = await runner.run(task, llm)
         output = self.output(llm, trajectory, seconds=time.perf_counter() - started)
-        record_episode(self.run_dir, row, output.extra_fields["beyondagent"])
+        self.spool(worker, row, llm, trajectory, output)
         return output
+
+    def spool(self, worker: WorkerRuntime, row: dict[str, Any], llm: VerlChat, trajectory: Trajectory,
+              output: AgentLoopOutput) -> None:
+        """This episode's facts (the launcher's success rates, by verl's `global_steps` and split) and,
+        when `logging.episodes` keeps it, its `episodes.jsonl` record, to this worker's spool file."""
+        extra = row.get("extra_info") or {}
+        split = str(extra.get("split") or "train")
+        step = _plain_int(row.get("global_steps"))
+        facts = output.extra_fields["beyondagent"]
+        index = _plain_int(row.get("index")) or 0
+        groups = self.groups.get(split)
+        group = index % groups if split == "train" and groups else index  # the task's place in its step
+        session = _plain_int(row.get("session_id"))
+        if session is None:  # verl's V1 trainer numbers a group's samples; elsewhere count them here
+            key = (step, split, group)
+            session = worker.sessions[key] = worker.sessions.get(key, -1) + 1
+        samples = self.rollout_config.val_kwargs.n if split == "val" else self.rollout_config.n
+        failed = trajectory.error is not None or not facts["success"]
+        record = None
+        if episode_spool.keeps(worker.sampling, step=step, split=split, group=group, groups=groups, failed=failed):
+            tokens = None
+            if len(llm.sequence):  # what verl trains on: the output's prompt and response
+                tokens = episode_spool.token_block(output.prompt_ids, output.response_ids, output.response_mask,
+                                                   output.response_logprobs, llm.sequence.turn_spans,
+                                                   worker.pieces(self.tokenizer).pieces)
+            record = episode_record(step=step if step is not None else 0, split=split,
+                                    index=group * int(samples or 1) + session, group=group, trajectory=trajectory,
+                                    tokens=tokens)
+        episode_spool.spool(Path(self.run_dir), step, {**facts, "global_steps": step, "split": split, "group": group,
+                                                       "epoch": extra.get("epoch"), "episode": record})
 
     def output(self, llm: VerlChat, trajectory: Trajectory, *, seconds: float) -> AgentLoopOutput:
         prompt_ids, response_ids, response_mask, logprobs = llm.response()

@@ -6,7 +6,8 @@
                  agent_loop.yaml, verl_config.yaml (composed and validated by verl itself)
         check  = our agent loop registered in verl; the GPUs verl was told about exist
         launch = python -m beyondagent_plugin_verl.trainer verl_config.yaml   (in the venv)
-                 output -> <run_dir>/verl/verl.log; step metrics -> <run_dir>/metrics.jsonl
+                 output -> <run_dir>/verl/verl.log; step metrics -> <run_dir>/metrics.jsonl;
+                 the workers' episode records -> <run_dir>/episodes.jsonl (`episode_spool`)
 
 `describe(run)` (`beyondagent run --dry-run`) does the first three and prints the composed config.
 A failure inside verl becomes a `RunError` with the cause found in the log (a GPU, Ray, CUDA or
@@ -15,11 +16,13 @@ config problem) and the log's path; the console never gets verl's whole tracebac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,7 @@ import yaml
 from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl
+from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
 from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
 from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, verl_overrides
@@ -106,11 +110,14 @@ class VerlBackend:
         log.info("verl.data", rows=written.rows, epochs=written.epochs, steps=written.steps, train=str(written.train))
         resumed_from = check_resume(run, config)
         files = self._files(run, train_files=(str(written.train),),
-                            val_files=(str(written.val),) if written.val else ())
+                            val_files=(str(written.val),) if written.val else (), val_groups=len(data.val))
         composed = self._compose(run, files, venv)
         self._preflight(composed)
         if resumed_from is not None:
             log.info("verl.resume", checkpoint_step=resumed_from)
+        records = episode_spool.prepare(run.run_dir, resume_step=verl_resume_step(run.run_dir),
+                                        revalidates=bool(config.eval_every and written.val))
+        log.info("verl.episode_records", records=records)
         final = self._launch(run, Path(composed["config"]), venv, steps=written.steps)
         final["report"] = str(write_run_report(run.run_dir))
         return final
@@ -122,7 +129,8 @@ class VerlBackend:
                            where="verl's venv (the `verl.plugins` entry point `beyondagent`)",
                            hint="beyondagent verl setup --rebuild")
         gpus = composed.get("gpus", [])
-        if self.config.ray_address is None and not os.environ.get("RAY_ADDRESS") and len(gpus) < self.config.gpus_per_node:
+        on_cluster = self.config.ray_address is not None or os.environ.get("RAY_ADDRESS")
+        if not on_cluster and len(gpus) < self.config.gpus_per_node:
             raise RunError(f"verl's trainer needs {self.config.gpus_per_node} GPU(s) on this node "
                            f"(backend.gpus_per_node) but torch in verl's venv sees {len(gpus)}",
                            where="backend.gpus_per_node",
@@ -149,12 +157,13 @@ class VerlBackend:
                                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                        cwd=str(verl_dir), start_new_session=True)
             reader = _MetricsReader(verl_metrics)
-            episodes = _EpisodeReader(verl_dir / "episodes")
             try:
                 while True:
                     code = process.poll()
                     for step, values in reader.new_steps():
-                        last = self._report(run, step, values, episodes.of_step(step))
+                        # verl logs a step once its rollouts and validation are back: its spool is complete
+                        lines = episode_spool.take_step(run.run_dir, step)
+                        last = self._report(run, step, values, [line for line in lines if line.get("split") == "train"])
                     if code is not None:
                         break
                     if self.config.timeout_s and time.monotonic() - started > self.config.timeout_s:
@@ -166,7 +175,9 @@ class VerlBackend:
                 _stop(process)
                 raise
         if code != 0:
-            raise failure(log_path, code)
+            raise failure(log_path, code)  # the spool stays for a look; the next launch drops it
+        for step in episode_spool.pending_steps(run.run_dir):  # rows verl gave no step to
+            episode_spool.take_step(run.run_dir, step)
         log.info("verl.finished", seconds=round(time.monotonic() - started, 1), steps=len(reader.seen))
         return last
 
@@ -176,6 +187,28 @@ class VerlBackend:
         append_jsonl(run.run_dir / METRICS_FILE, [{"step": step, "time": time.time(), **ours}])
         run.step_finished(step, {k: v for k, v in ours.items() if not k.startswith("verl/")})
         return ours
+
+    # --- evaluation -----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def eval_llm(self, run: RunContext) -> Iterator[Any]:
+        """`beyondagent eval --checkpoint`: the model at `model.path` (a verl checkpoint arrives merged
+        into an HF directory, `checkpoint.py`) served in this process by the torch backend's policy
+        LLM, with this spec's sampling: `temperature`, `top_p`, `max_new_tokens` a turn and
+        `max_prompt_tokens + max_response_tokens` an episode, as verl's rollout has them."""
+        try:
+            from beyondagent_plugin_torch.config import TorchConfig
+            from beyondagent_plugin_torch.trainer import TorchBackend
+        except ImportError:
+            raise RunError("evaluating a checkpoint in this process needs beyondagent-plugin-torch (its generation "
+                           "loop serves the model)", where=f"{run.spec.path}, key backend.name",
+                           hint="pip install beyondagent-plugin-torch; or serve the model with vLLM "
+                                f"(`vllm serve {run.spec.model.path}`) and pass --model NAME --base-url URL") from None
+        config = self.config
+        serving = TorchConfig(temperature=config.temperature, top_p=config.top_p, max_new_tokens=config.max_new_tokens,
+                              max_episode_tokens=config.max_prompt_tokens + config.max_response_tokens)
+        with TorchBackend(serving).policy_llm(run) as llm:
+            yield llm
 
     # --- pieces ---------------------------------------------------------------------------
 
@@ -189,7 +222,8 @@ class VerlBackend:
         log.info("verl.venv", path=str(venv.path), built_in_s=venv.info().get("seconds"))
         return venv
 
-    def _files(self, run: RunContext, *, train_files: tuple[str, ...], val_files: tuple[str, ...]) -> RunFiles:
+    def _files(self, run: RunContext, *, train_files: tuple[str, ...], val_files: tuple[str, ...],
+               val_groups: int | None = None) -> RunFiles:
         run_dir = run.run_dir.resolve()  # every path verl sees is absolute: its workers have other cwds
         verl_dir = run_dir / VERL_DIR
         verl_dir.mkdir(parents=True, exist_ok=True)
@@ -199,7 +233,9 @@ class VerlBackend:
         spec_path.write_text(yaml.safe_dump(_worker_spec(run), sort_keys=False, allow_unicode=True))
         loop = [{"name": AGENT_NAME, "_target_": "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop",
                  "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run_dir),
-                 "max_new_tokens": self.config.max_new_tokens}]
+                 "max_new_tokens": self.config.max_new_tokens,
+                 # the tasks of a training step and of an evaluation: `logging.episodes` picks among them
+                 "train_groups": self.config.batch_size, "val_groups": val_groups}]
         files.agent_loop_config.write_text(yaml.safe_dump(loop, sort_keys=False))
         return files
 
@@ -260,6 +296,15 @@ def check_resume(run: RunContext, config: VerlConfig) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def verl_resume_step(run_dir: Path) -> int | None:
+    """The step verl continues from (`trainer.resume_mode: auto`: its latest checkpoint), or None."""
+    latest = Path(run_dir) / "checkpoints" / "latest_checkpointed_iteration.txt"
+    try:
+        return int(latest.read_text().strip())
+    except (OSError, ValueError):
+        return None
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
@@ -388,37 +433,6 @@ class _MetricsReader:
             self.seen.add(step)
             steps.append((step, record.get("data") or {}))
         return steps
-
-
-class _EpisodeReader:
-    """Our agent loop's episode records (`episodes/*.jsonl`), grouped by verl's global step."""
-
-    def __init__(self, directory: Path):
-        self.directory = directory
-        self.offsets: dict[Path, int] = {}
-        self.by_step: dict[int, list[dict[str, Any]]] = {}
-
-    def _read(self) -> None:
-        for path in sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []:
-            with path.open("rb") as handle:
-                handle.seek(self.offsets.get(path, 0))
-                chunk = handle.read()
-            end = chunk.rfind(b"\n")
-            if end < 0:
-                continue
-            self.offsets[path] = self.offsets.get(path, 0) + end + 1
-            for line in chunk[:end].splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if record.get("split") == "train" and isinstance(record.get("global_steps"), int):
-                    self.by_step.setdefault(record["global_steps"], []).append(record)
-
-    def of_step(self, step: int) -> list[dict[str, Any]]:
-        """The training episodes verl rolled out for `step` (read up to now)."""
-        self._read()
-        return self.by_step.pop(step, [])
 
 
 def write_run_report(run_dir: Path) -> Path | None:

@@ -143,7 +143,8 @@ def main(request_path: str) -> dict[str, Any]:
 
     from beyondagent_plugin_verl.probe import agent_loop_status
 
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    gpus = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if torch.cuda.is_available() else [])
     return {"ok": True, "config": str(out), "model_path": model_path, "agent_loop": agent_loop_status(),
             "verl": verl.__version__, "gpus": gpus,
             "compose_s": round(composed - started, 2), "total_s": round(time.monotonic() - started, 2)}

@@ -38,7 +38,8 @@ def agent_loop_status() -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         return {"registered": False, "error": f"{type(exc).__name__}: {exc}",
                 "traceback": traceback.format_exc(limit=6), "plugins_policy": policy}
-    return {"registered": False, "error": "the `verl.plugins` entry point `beyondagent` was not loaded by `import verl`",
+    return {"registered": False,
+            "error": "the `verl.plugins` entry point `beyondagent` was not loaded by `import verl`",
             "plugins_policy": policy}
 
 
@@ -48,7 +49,8 @@ def probe() -> dict[str, Any]:
     import transformers
     import verl
 
-    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    gpus = ([torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+            if torch.cuda.is_available() else [])
     return {
         "python": sys.version.split()[0],
         "verl": verl.__version__,

@@ -33,7 +33,8 @@ def run_setup(args: argparse.Namespace) -> int:
     started = time.monotonic()
     venv = ensure(rebuild=getattr(args, "rebuild", False), console=console)
     built = venv.info().get("seconds", "?")
-    console.print(f"verl venv: ready at {venv.path} (built in {built} s; this check {time.monotonic() - started:.0f} s)")
+    console.print(f"verl venv: ready at {venv.path} (built in {built} s; "
+                  f"this check {time.monotonic() - started:.0f} s)")
     found = probe(venv)
     console.print(f"  verl {found['verl']}, torch {found['torch']}, transformers {found['transformers']}, "
                   f"ray {found['ray']}, {found['vllm'] or 'vLLM not installed'}")

@@ -2,10 +2,13 @@
 
 Run in verl's venv by test_agent_loop.py:
 
-    python agent_loop_check.py WORK_DIR VLLM_URL MODEL_DIR [service]
+    python agent_loop_check.py WORK_DIR VLLM_URL MODEL_DIR [service] [episodes=SETTING]
 
 With `service`, the env runs behind the environment service (`beyondagent env serve`, started here
 on loopback) and the spec says `env.service: http://...`; without it, in the worker (`local`).
+`episodes=` is the spec's `logging.episodes` (default `all`). After the training batch (global
+step 1) the same worker rolls out the val tasks (verl's validation, same step); the workers'
+spool of step 1 is left in WORK_DIR/run for the test to merge and index.
 
 What is real: verl's config (composed by our `compose.py` with our mapping, validated by verl),
 verl's `RLHFDataset` on the parquet our core writes, verl's `AgentLoopWorker` as a Ray actor,
@@ -76,10 +79,12 @@ class VllmHttpReplica:
         return self.log
 
 
-def make_spec(work: Path, env_service: str | None) -> Path:
+def make_spec(work: Path, env_service: str | None, episodes: str) -> Path:
     data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
     data["run"]["output_dir"] = str(work / "runs")
     data["tasks"]["train"]["count"] = 2
+    data["tasks"]["val"]["count"] = 2
+    data["logging"] = {"episodes": episodes}
     data["backend"].update({"batch_size": 2, "max_new_tokens": 3, "max_prompt_tokens": 512,
                             "max_response_tokens": 256, "micro_batch_size": 2, "eval_every": 0})
     data["algorithm"]["group_size"] = 4
@@ -115,22 +120,23 @@ def start_env_service(work: Path, spec_env: dict[str, Any]) -> tuple[Any, str]:
     raise RuntimeError(f"the env service did not start: {(work / 'envservice.log').read_text()[-2000:]}")
 
 
-def main(work: Path, vllm_url: str, model_dir: str, mode: str | None) -> dict[str, Any]:
+def main(work: Path, vllm_url: str, model_dir: str, modes: list[str]) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     service = None
     env_service = None
-    if mode == "service":
+    episodes = next((m.split("=", 1)[1] for m in modes if m.startswith("episodes=")), "all")
+    if "service" in modes:
         spec_env = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())["env"]
         service, env_service = start_env_service(work, spec_env)
     try:
-        return rollout(work, vllm_url, model_dir, env_service)
+        return rollout(work, vllm_url, model_dir, env_service, episodes)
     finally:
         if service is not None:
             service.terminate()
             service.wait(timeout=30)
 
 
-def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) -> dict[str, Any]:
+def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None, setting: str) -> dict[str, Any]:
     from beyondagent_plugin_verl.backend import VerlBackend
     from beyondagent_plugin_verl.compose import apply_overrides, compose_base, validate
     from beyondagent_plugin_verl.mapping import verl_overrides
@@ -143,18 +149,22 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
 
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    spec_path = make_spec(work, env_service)
+    spec_path = make_spec(work, env_service, setting)
     session = prepare(spec_path)
     spec = session.spec
     tasks = load_tasks(spec, "tasks.train", BadRecords("fail"))
     train = work / "train.parquet"
     write_parquet(train, tasks)
+    val_tasks = load_tasks(spec, "tasks.val", BadRecords("fail"))
+    val = work / "val.parquet"
+    write_parquet(val, val_tasks, split="val")
     # the launcher's own files: the worker spec (secrets as ${oc.env:...}) and agent_loop.yaml
     run_dir = work / "run"
     info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
     run = RunContext(spec=spec, info=info, manager=session.manager)
     config_block = spec.component("backend").config
-    files = VerlBackend(config_block)._files(run, train_files=(str(train),), val_files=())
+    files = VerlBackend(config_block)._files(run, train_files=(str(train),), val_files=(str(val),),
+                                             val_groups=len(val_tasks))
     cfg = compose_base()
     overrides = [o.as_list() for o in verl_overrides(spec, config_block, files, model_path=model_dir)]
     overrides.append(["actor_rollout_ref.rollout.agent.num_workers", 1, "test"])
@@ -193,6 +203,15 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
     worker = ray.remote(AgentLoopWorker).options(num_cpus=1).remote(cfg, client)
     output = ray.get(worker.generate_sequences.remote(batch), timeout=600)
     timings["rollout_s"] = time.perf_counter() - t0
+    # verl's validation after step 1: the val rows, val_kwargs.n samples each, the same global step
+    val_set = get_dataset_class(cfg.data)(data_files=[str(val)], tokenizer=tokenizer, config=cfg.data)
+    val_batch = DataProto.from_single_dict(collate_fn([val_set[i] for i in range(len(val_set))]))
+    val_batch.non_tensor_batch["uid"] = np.array([f"val-{i}" for i in range(len(val_batch))], dtype=object)
+    val_batch = val_batch.repeat(repeat_times=cfg.actor_rollout_ref.rollout.val_kwargs.n, interleave=True)
+    val_batch.meta_info.update({"global_steps": 1, "validate": True})
+    val_batch.non_tensor_batch["global_steps"] = np.array([1] * len(val_batch), dtype=object)
+    val_output = ray.get(worker.generate_sequences.remote(val_batch), timeout=600)
+    timings["val_rollout_s"] = time.perf_counter() - t0 - timings["rollout_s"]
     exchanges = ray.get(replica.exchanges.remote())
 
     scores = output.batch["rm_scores"]
@@ -238,15 +257,18 @@ def rollout(work: Path, vllm_url: str, model_dir: str, env_service: str | None) 
         field["loss_mask"] = field["response_mask"]
         fields.append(field)
     tq_keys = sorted(list_of_dict_to_tensordict(fields).keys())
-    records = [json.loads(line) for path in sorted((run_dir / "verl" / "episodes").glob("*.jsonl"))
-               for line in path.read_text().splitlines()]
-    return {"tq_keys": tq_keys, "episode_records": records,"episodes": episodes, "exchanges": exchanges, "timings": timings, "n": n, "env_service": env_service,
+    from beyondagent_plugin_verl.episode_spool import read_step
+
+    return {"tq_keys": tq_keys, "spool": read_step(run_dir, 1), "run_dir": str(run_dir), "episodes": episodes,
+            "val_episodes": len(val_output), "exchanges": exchanges, "timings": timings, "n": n,
+            "env_service": env_service, "episodes_setting": setting, "seed": spec.run.seed,
             "registered_by_entry_point": registered_by_entry_point, "tasks": [t.to_dict() for t in tasks],
-            "backend_class": VerlBackend.__name__, "config_keys": OmegaConf.to_container(cfg.actor_rollout_ref.rollout.agent)}
+            "backend_class": VerlBackend.__name__,
+            "config_keys": OmegaConf.to_container(cfg.actor_rollout_ref.rollout.agent)}
 
 
 if __name__ == "__main__":
     work_dir = Path(sys.argv[1])
-    result = main(work_dir, sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    result = main(work_dir, sys.argv[2], sys.argv[3], sys.argv[4:])
     (work_dir / "result.json").write_text(json.dumps(result, default=str))
     print("agent loop check: ok", json.dumps(result["timings"]))

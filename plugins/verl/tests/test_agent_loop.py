@@ -88,21 +88,86 @@ def check_episodes(result: dict[str, Any]) -> None:
                 assert advantage == pytest.approx(expected if m else 0.0, abs=1e-4)
 
 
-@pytest.mark.parametrize("env_service", ["local", "service"])
+@pytest.mark.parametrize(("env_service", "episodes"), [("local", "all"), ("service", "0.3")])
 def test_agent_loop_in_verls_worker_with_vllm(verl_venv: Any, vllm_server: str, tiny_model: str, tmp_path: Path,
-                                              env_service: str) -> None:
-    """`local`: the env in the worker; `service`: behind `beyondagent env serve` (env.service: http://...)."""
-    result = run_check(verl_venv, tmp_path, vllm_server, tiny_model, *(["service"] if env_service == "service" else []))
+                                              env_service: str, episodes: str) -> None:
+    """`local`: the env in the worker; `service`: behind `beyondagent env serve` (env.service: http://...).
+    `episodes`: the spec's logging.episodes, whose records the launcher merges and the viewer indexes."""
+    extra = (["service"] if env_service == "service" else []) + [f"episodes={episodes}"]
+    result = run_check(verl_venv, tmp_path, vllm_server, tiny_model, *extra)
     assert (result["env_service"] is not None) == (env_service == "service")
     check_episodes(result)
     assert {"prompts", "responses", "response_mask", "rollout_log_probs", "rm_scores", "extra_fields"} <= set(
         result["tq_keys"])
     # each episode's facts, for the launcher's per-step success rate
-    records = result["episode_records"]
-    assert len(records) == len(result["episodes"])
-    assert {(r["global_steps"], r["split"]) for r in records} == {(1, "train")}
-    assert sorted(r["success"] for r in records) == sorted(e["ours"]["success"] for e in result["episodes"])
+    train = [line for line in result["spool"] if line["split"] == "train"]
+    assert len(train) == len(result["episodes"])
+    assert {(line["global_steps"], line["split"]) for line in result["spool"]} == {(1, "train"), (1, "val")}
+    assert sorted(line["success"] for line in train) == sorted(e["ours"]["success"] for e in result["episodes"])
+    val = [line for line in result["spool"] if line["split"] == "val"]
+    assert len(val) == result["val_episodes"] > 0 and all(line["error"] is None for line in val), val
+    check_records(result)
     episodes = len(result["episodes"])
     print(f"{episodes} episodes in {result['timings']['rollout_s']:.1f} s "
           f"({episodes / result['timings']['rollout_s']:.2f} episodes/s); "
           f"{len(result['exchanges'])} vLLM completions")
+
+
+def check_records(result: dict[str, Any]) -> None:
+    """The launcher merges the step's spool into episodes.jsonl; the records are the ones
+    `logging.episodes` keeps (as the torch backend picks them), with verl's tokens, mask and
+    rollout log-probs and no advantages; the viewer's index reads them."""
+    from beyondagent_plugin_verl.episode_spool import SPOOL_DIR, take_step
+
+    from beyondagent_core.episode_records import (
+        EPISODES_FILE,
+        EpisodeSampling,
+        expand_tokens,
+    )
+    from beyondagent_core.view.index import EpisodeIndex
+
+    run_dir = Path(result["run_dir"])
+    sampling = EpisodeSampling(result["episodes_setting"], seed=result["seed"])
+    expected = set()
+    for split in ("train", "val"):
+        lines = [line for line in result["spool"] if line["split"] == split]
+        failed = [line["error"] is not None or not line["success"] for line in lines]
+        picked = sampling.picked(1, split, [line["group"] for line in lines], failed)
+        expected |= {(split, lines[i]["group"]) for i in picked}
+    lines = take_step(run_dir, 1)
+    assert not (run_dir / SPOOL_DIR / "step-1").exists()  # the step's spool is gone once merged
+    records = [json.loads(line) for line in (run_dir / EPISODES_FILE).read_text().splitlines()]
+    assert len(lines) == len(result["spool"])
+    assert {(r["split"], r["group"]) for r in records} == expected
+    assert len(records) == sum(1 for li in result["spool"] if (li["split"], li["group"]) in expected)
+    assert [r["split"] for r in records] == sorted((r["split"] for r in records), key=lambda s: s != "train")
+    if result["episodes_setting"] == "all":
+        assert len(records) == len(result["episodes"]) + result["val_episodes"]
+    outputs = {(tuple(e["prompt_ids"]), tuple(e["response_ids"])): e for e in result["episodes"]}
+    for record in records:
+        assert record["step"] == 1 and record["tokens"]["advantages"] is None
+        rows = expand_tokens(record)
+        ids, mask = [row["id"] for row in rows], [row["mask"] for row in rows]
+        prompt = record["tokens"]["prompt_length"]
+        assert sum(mask[:prompt]) == 0 and len(record["tokens"]["logprobs"]) == sum(mask) > 0
+        spans = record["tokens"]["turn_spans"]  # one per model turn, each a run of trained tokens
+        assert len(spans) == len(record["tokens"]["mask"]) // 2 and all(all(mask[a:b]) for a, b in spans)
+        if record["split"] != "train":
+            continue
+        episode = outputs[(tuple(ids[:prompt]), tuple(ids[prompt:]))]  # exactly what verl trains on
+        assert mask[prompt:] == episode["response_mask"]
+        trained = [lp for lp, m in zip(episode["rollout_log_probs"], episode["response_mask"], strict=True) if m]
+        assert record["tokens"]["logprobs"] == pytest.approx([round(lp, 3) for lp in trained], abs=1e-9)
+        assert record["score"] == pytest.approx(episode["ours"]["reward"])
+        assert record["success"] == episode["ours"]["success"]
+        assert record["index"] // result["n"] == record["group"]
+    index = EpisodeIndex(run_dir)
+    assert index.refresh(force=True) == len(records)
+    rows = index.query("SELECT split, grp, tokens, trained, bad FROM episodes ORDER BY id")
+    assert [(r[0], int(r[1])) for r in rows] == [(r["split"], r["group"]) for r in records]
+    assert all(bad is None for *_, bad in rows)
+    assert [(r[2], r[3]) for r in rows] == [(len(expand_tokens(r)), sum(x["mask"] for x in expand_tokens(r)))
+                                            for r in records]
+    found = index.read(1)
+    assert found is not None and found[1]["tokens"] == records[0]["tokens"]
+    index.close()

@@ -129,16 +129,16 @@ def test_resume_refuses_changed_learning_settings(tmp_path: Path) -> None:
 
 
 def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:
-    """verl's step line + our agent loop's episode records -> one metrics.jsonl line in our names."""
-    episodes = tmp_path / "verl" / "episodes"
-    episodes.mkdir(parents=True)
+    """verl's step line + our agent loop's spooled episode facts -> one metrics.jsonl line in our names."""
+    from beyondagent_plugin_verl.episode_spool import spool, take_step
+
     lines = [{"global_steps": 1, "split": "train", "success": True, "origin": "original"},
              {"global_steps": 1, "split": "train", "success": False, "origin": "synthetic"},
              {"global_steps": 1, "split": "train", "success": True, "origin": "synthetic"},
              {"global_steps": 1, "split": "val", "success": False, "origin": "original"},
              {"global_steps": 2, "split": "train", "success": False, "origin": "original"}]
-    (episodes / "a-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines[:2]))
-    (episodes / "b-2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines[2:]))
+    for line in lines:
+        spool(tmp_path, line["global_steps"], line)
     reported = []
 
     class Run:
@@ -147,10 +147,8 @@ def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:
         def step_finished(self, step: int, metrics: dict[str, Any]) -> None:
             reported.append((step, metrics))
 
-    from beyondagent_plugin_verl.backend import _EpisodeReader
-
-    reader = _EpisodeReader(episodes)
-    ours = VerlBackend(VerlConfig())._report(Run(), 1, {"critic/score/mean": 0.5}, reader.of_step(1))
+    train = [line for line in take_step(tmp_path, 1) if line["split"] == "train"]
+    ours = VerlBackend(VerlConfig())._report(Run(), 1, {"critic/score/mean": 0.5}, train)
     assert ours["train/success_rate"] == pytest.approx(2 / 3)
     assert ours["train/synthetic_fraction"] == pytest.approx(2 / 3)
     assert ours["train/success_rate_synthetic"] == 0.5 and ours["train/success_rate_original"] == 1.0
@@ -158,4 +156,4 @@ def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:
     line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])
     assert line["step"] == 1 and line["train/success_rate"] == pytest.approx(2 / 3)
     assert reported[0][0] == 1 and "verl/critic/score/mean" not in reported[0][1]
-    assert reader.of_step(2)[0]["success"] is False
+    assert take_step(tmp_path, 2)[0]["success"] is False

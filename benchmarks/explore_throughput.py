@@ -76,13 +76,13 @@ class TimedExecutor:
 def components(base_url: str, steps: int):
     from beyondagent_plugin_gym.config import FrozenLakeConfig
     from beyondagent_plugin_gym.frozenlake import FrozenLake
+    from beyondagent_plugin_llm.summarizer import LLMSummarizer, LLMSummarizerConfig
     from beyondagent_plugin_random_explorer.config import RandomExplorerConfig
     from beyondagent_plugin_random_explorer.explorer import RandomExplorer
 
     from beyondagent_core.envs.local import LocalEnvOpener
     from beyondagent_core.exploration.executor import LocalExecutor
     from beyondagent_core.llm import LLMConfig, OpenAIChat
-    from beyondagent_core.synthesis.llm_summarizer import LLMSummarizer, LLMSummarizerConfig
 
     llm = OpenAIChat(LLMConfig(model="stand-in", base_url=base_url, timeout=30.0, max_concurrency=256))
     explorer = RandomExplorer(RandomExplorerConfig(mode="llm", max_explore_step=steps))

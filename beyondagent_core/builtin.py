@@ -1,6 +1,7 @@
 """The components that ship with the core, registered through the same hooks as any plugin.
 
-Listed as the plugin `builtin` of the distribution `beyondagent`.
+Listed as the plugin `builtin` of the distribution `beyondagent`. None of them asks an LLM: the
+LLM-based ones (the `llm` summarizer, `feasibility`, `llm_judge`) are `beyondagent-plugin-llm`.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 from beyondagent_core.envservice.source import EnvServiceSourceConfig
 from beyondagent_core.export import ExportConfig
 from beyondagent_core.hookspecs import hookimpl
-from beyondagent_core.judges.llm_judge import LLMJudgeConfig
 from beyondagent_core.records import (
     BackendSpec,
     RewardSpec,
@@ -20,10 +20,8 @@ from beyondagent_core.records import (
 from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig
-from beyondagent_core.synthesis.feasibility import FeasibilityConfig
 from beyondagent_core.synthesis.filters import DedupConfig, MinConfidenceConfig
 from beyondagent_core.synthesis.hindsight import HindsightConfig
-from beyondagent_core.synthesis.llm_summarizer import LLMSummarizerConfig
 
 
 @hookimpl
@@ -82,24 +80,12 @@ def beyondagent_rewards() -> list[RewardSpec]:
             factory="beyondagent_core.judging:EnvJudge",
             summary="The environment's own evaluate() (checks a hindsight task's goal): no LLM.",
         ),
-        RewardSpec(
-            name="llm_judge",
-            factory="beyondagent_core.judges.llm_judge:LLMJudge",
-            config_cls=LLMJudgeConfig,
-            summary="An LLM grades the trajectory against the task and its reference (yes/no or 0-1, k votes).",
-        ),
     ]
 
 
 @hookimpl
 def beyondagent_summarizers() -> list[SummarizerSpec]:
     return [
-        SummarizerSpec(
-            name="llm",
-            factory="beyondagent_core.synthesis.llm_summarizer:LLMSummarizer",
-            config_cls=LLMSummarizerConfig,
-            summary="An LLM turns an exploration into <task> blocks: query, confidence, action sequence.",
-        ),
         SummarizerSpec(
             name="hindsight",
             factory="beyondagent_core.synthesis.hindsight:HindsightSummarizer",
@@ -123,11 +109,5 @@ def beyondagent_task_filters() -> list[TaskFilterSpec]:
             factory="beyondagent_core.synthesis.filters:MinConfidence",
             config_cls=MinConfidenceConfig,
             summary="Drop tasks whose summarizer confidence is below a threshold.",
-        ),
-        TaskFilterSpec(
-            name="feasibility",
-            factory="beyondagent_core.synthesis.feasibility:Feasibility",
-            config_cls=FeasibilityConfig,
-            summary="Keep a task only if re-running it with its reference succeeds (LLM with a hint, or replay).",
         ),
     ]

@@ -113,8 +113,8 @@ def test_plugins_json_shape(cli, make_dist) -> None:
         "hooks": ["beyondagent_backends", "beyondagent_rewards", "beyondagent_summarizers",
                   "beyondagent_task_filters", "beyondagent_task_sources", "beyondagent_workflows"],
         "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"],
-                     "backend": ["export"], "summarizer": ["llm", "hindsight"],
-                     "task_filter": ["dedup", "min_confidence", "feasibility"], "reward": ["env", "llm_judge"]},
+                     "backend": ["export"], "summarizer": ["hindsight"],
+                     "task_filter": ["dedup", "min_confidence"], "reward": ["env"]},
         "conflicts": {},
     }
     assert by_name["mixers"]["provides"] == {"mixer": ["original", "synthetic", "ratio"]}

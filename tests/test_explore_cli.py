@@ -18,7 +18,7 @@ pytest.importorskip("beyondagent_plugin_random_explorer")
 pytest.importorskip("beyondagent_plugin_gym")
 
 
-PLUGINS = {"BEYONDAGENT_PLUGINS": "gym,random_explorer,mixers,torch"}
+PLUGINS = {"BEYONDAGENT_PLUGINS": "gym,random_explorer,mixers,torch,llm"}  # llm: the feasibility filter
 
 
 def test_explore_prints_statistics_reuses_and_refuses(cli, tmp_path) -> None:

@@ -1,6 +1,8 @@
 """The core's layering, checked from its source: the contract imports nothing of the implementation,
-and no module of the core takes part in an import cycle (TYPE_CHECKING and function-level imports
-count too: they are how the 22-module cycle through `plugins.py` -> `builtin.py` hid).
+no module of the core takes part in an import cycle (TYPE_CHECKING and function-level imports
+count too: they are how the 22-module cycle through `plugins.py` -> `builtin.py` hid), and what
+the core ships asks no LLM: the LLM-based synthesis and judging (the `llm` summarizer, the
+feasibility filter's LLM solver, `llm_judge`) live in `plugins/llm`, which the core never imports.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ CORE = Path(__file__).resolve().parents[1] / "beyondagent_core"
 CONTRACT = {"beyondagent_core.hookspecs", "beyondagent_core.records", "beyondagent_core.protocols",
             "beyondagent_core.types", "beyondagent_core.advantages", "beyondagent_core.experience",
             "beyondagent_core.checks", "beyondagent_core.errors"}
+
+
+# The core's own components and synthesis: none of them imports the LLM client (`llm.py`, openai);
+# they may still be handed a `ChatLLM` (the feasibility filter's machinery runs any solver's).
+NO_LLM = ("beyondagent_core.builtin", "beyondagent_core.synthesis", "beyondagent_core.judging",
+          "beyondagent_core.exploration")
+PLUGINS = CORE.parent / "plugins"
 
 
 def modules() -> dict[str, Path]:
@@ -34,6 +43,17 @@ def import_graph() -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 graph[name].update(alias.name for alias in node.names if alias.name in known)
     return graph
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, by its dotted name (TYPE_CHECKING and function-level included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -93,3 +113,23 @@ def test_the_core_has_no_import_cycle() -> None:
 
 def test_the_cycle_check_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_core_does_not_import_the_llm_plugin() -> None:
+    for name, path in sorted(modules().items()):
+        found = sorted(m for m in imported_modules(path) if m.split(".")[0] == "beyondagent_plugin_llm")
+        assert not found, f"{name} imports the llm plugin {found}: the plugin builds on the core, not the reverse"
+
+
+def test_what_the_core_ships_asks_no_llm() -> None:
+    for name, path in sorted(modules().items()):
+        if name.startswith(NO_LLM):
+            clients = imported_modules(path) & {"beyondagent_core.llm", "openai"}
+            assert not clients, f"{name} imports an LLM client {sorted(clients)}: LLM-based parts go in plugins/llm"
+
+
+def test_the_llm_based_parts_are_the_llm_plugin() -> None:
+    assert not (CORE / "judges").exists() and not (CORE / "synthesis" / "llm_summarizer.py").exists()
+    package = PLUGINS / "llm" / "beyondagent_plugin_llm"
+    assert {"summarizer.py", "judge.py", "feasibility.py"} <= {p.name for p in package.glob("*.py")}
+    assert "beyondagent_core.synthesis.feasibility" in imported_modules(package / "feasibility.py")

@@ -196,8 +196,8 @@ def test_builtin_is_always_there(dists: Path) -> None:
         assert record.provider == f"beyondagent {__version__} (builtin)" == "beyondagent 0.1.0 (builtin)"
         assert record.provides == {
             "task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"], "backend": ["export"],
-            "summarizer": ["llm", "hindsight"], "task_filter": ["dedup", "min_confidence", "feasibility"],
-            "reward": ["env", "llm_judge"],
+            "summarizer": ["hindsight"], "task_filter": ["dedup", "min_confidence"],
+            "reward": ["env"],
         }
 
 

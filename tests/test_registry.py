@@ -80,6 +80,15 @@ def test_unknown_name_with_nothing_installed() -> None:
     assert info.value.hint == "pip install beyondagent-plugin-gym"
 
 
+@pytest.mark.parametrize(("kind", "name"), [("reward", "llm_judge"), ("summarizer", "llm"),
+                                           ("task_filter", "feasibility")])
+def test_the_llm_components_name_their_distribution(kind: str, name: str) -> None:
+    registry = Registry(manager_with(entry_points=False))  # the core alone: builtin, no plugin-llm
+    with pytest.raises(UnknownComponentError) as info:
+        registry.resolve(kind, name, key_path=KEY)
+    assert info.value.hint == "pip install beyondagent-plugin-llm"
+
+
 def test_unknown_name_that_no_first_party_plugin_has_gets_a_generic_hint() -> None:
     registry = Registry(manager_with(entry_points=False))
     with pytest.raises(UnknownComponentError) as info:

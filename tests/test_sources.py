@@ -180,13 +180,13 @@ def test_env_and_judge_options_are_set_on_every_task(plugin_manager, tmp_path: P
     ours = tmp_path / "ours.parquet"
     write_parquet(ours, SEEDS)
     for path in (verl_file, ours):
-        block = {"name": "parquet", "path": str(path), "env": "calculator", "judge": "llm_judge"}
+        block = {"name": "parquet", "path": str(path), "env": "calculator", "judge": "env"}
         tasks, _ = load(build(plugin_manager, block))
         assert tasks
         assert {task.env for task in tasks} == {"calculator"}
-        assert {task.judge for task in tasks} == {"llm_judge"}
-    with pytest.raises(UnknownComponentError, match="did you mean 'llm_judge'"):  # a judge that does not exist
-        build(plugin_manager, {"name": "parquet", "path": str(ours), "judge": "llm_judgee"})
+        assert {task.judge for task in tasks} == {"env"}
+    with pytest.raises(UnknownComponentError, match="did you mean 'env'"):  # a judge that does not exist
+        build(plugin_manager, {"name": "parquet", "path": str(ours), "judge": "evn"})
 
 
 def test_parquet_limit_option(plugin_manager, tmp_path: Path) -> None:

@@ -1,1 +1,4 @@
-"""Task synthesis: summarizers that turn exploration trajectories into tasks, and task filters."""
+"""Task synthesis without an LLM: the `hindsight` summarizer, the `dedup` and `min_confidence` filters,
+and the `feasibility` filter's machinery with its `replay` solver. The LLM-based parts (the `llm`
+summarizer, the feasibility filter's `llm` solver) are `beyondagent-plugin-llm` (`plugins/llm`).
+"""

@@ -1,23 +1,22 @@
-"""`feasibility` filter: keep a synthetic task only if re-running it with its reference succeeds.
+"""The `feasibility` filter's machinery: keep a synthetic task only if re-running it succeeds.
 
 Each candidate is run as an ordinary episode (the run's workflow, a fresh env from the seed's
-initial state, the task's own judge) by one of two solvers:
-
-- `llm`: the run's chat LLM solves the task with its reference solution appended to the query
-  as a hint (AgentEvolver's check);
-- `replay`: no LLM. A `ReplayLLM` answers each model turn with the next action of the
-  reference (`ground_truth`: a list of actions, or a text with one action per line), so the
-  reference itself is verified step by step in a fresh env: the offline check for
-  hindsight tasks.
+initial state, the task's own judge). `Feasibility` here is the filter without an LLM: its
+`replay` solver answers each model turn with the next action of the reference (`ReplayLLM`;
+`ground_truth`: a list of actions, or a text with one action per line), so the reference
+itself is verified step by step in a fresh env: the offline check for hindsight tasks. The
+`llm` solver (the run's chat LLM solves the task with its reference as a hint, AgentEvolver's
+check) and the registered `feasibility` component that offers both are in the first-party
+plugin `beyondagent-plugin-llm` (`beyondagent_plugin_llm.feasibility`), which subclasses this.
 
 A task is kept when any of `attempts` runs ends without error and its reward says success.
-When not one of a batch's runs gets as far as a reward (the `llm` solver offline, an endpoint
-that refuses), the filter stops the exploration with that error instead of dropping every task
-as infeasible; some failed runs are a warning with the first error.
+When not one of a batch's runs gets as far as a reward (an endpoint that refuses, an env that
+breaks), the filter stops the exploration with that error instead of dropping every task as
+infeasible; some failed runs are a warning with the first error.
 With `rewrite_reference` a kept task's `ground_truth` becomes the actions of the successful
 run (for `replay`, the prefix of the reference that already succeeded). The run services
-come from `bind(run)` (the core calls it after building the filter); tests pass `runner` and
-`llm` to the constructor instead.
+come from `bind(run)` (the core calls it after building the filter); tests pass `runner` to
+the constructor instead.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("beyondagent.feasibility")
 
-SOLVERS: tuple[str, ...] = ("llm", "replay")
+SOLVERS: tuple[str, ...] = ("replay",)  # the llm solver: beyondagent-plugin-llm
 WHERE = "explore.filters (feasibility)"
 
 
@@ -61,24 +60,17 @@ def _solver(instance: Any, attribute: attrs.Attribute, value: str) -> None:
         raise ValueError(f"{attribute.name} must be one of {', '.join(SOLVERS)}, got {value!r}")
 
 
-def _hint_template(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if "{reference}" not in value:
-        raise ValueError(f"{attribute.name} must contain '{{reference}}', got {value!r}")
-
-
 @attrs.define
 class FeasibilityConfig:
-    """`solver`: `llm` (solve with the reference as a hint) or `replay` (replay the reference,
-    no LLM). `attempts`: runs per task; one success keeps it. `rewrite_reference`: replace a
-    kept task's reference with the successful run's actions. `concurrency`: episodes at once.
-    `hint`: appended to the query for the `llm` solver; `{reference}` is the reference.
+    """`solver`: `replay` (replay the reference, no LLM). `attempts`: runs per task; one success
+    keeps it. `rewrite_reference`: replace a kept task's reference with the successful run's
+    actions. `concurrency`: episodes at once.
     """
 
-    solver: str = attrs.field(default="llm", validator=_solver)
+    solver: str = attrs.field(default="replay", validator=_solver)
     attempts: int = attrs.field(default=1, validator=_at_least_one)
     rewrite_reference: bool = False
     concurrency: int = attrs.field(default=8, validator=_at_least_one)
-    hint: str = attrs.field(default="\n\nHint: a reference solution is:\n{reference}", validator=_hint_template)
 
 
 class ReferenceExhausted(ContextLengthExceeded):
@@ -122,24 +114,24 @@ def format_reference(ground_truth: Any) -> str:
 
 
 class Feasibility:
-    """The `TaskFilter` protocol; `stats` counts kept, infeasible, failed runs and unusable references."""
+    """The `TaskFilter` protocol; `stats` counts kept, infeasible, failed runs and unusable references.
+
+    A subclass adds a solver by overriding `_episode` (the task as it runs, and the LLM that
+    answers), `_check_ready` and `_unrunnable_hint`.
+    """
 
     independent = True  # judges each task alone: slow re-runs happen outside the engine's commit lock
 
-    def __init__(self, config: FeasibilityConfig | None = None, *, runner: EpisodeRunnerLike | None = None,
-                 llm: ChatLLM | None = None):
+    def __init__(self, config: FeasibilityConfig | None = None, *, runner: EpisodeRunnerLike | None = None):
         self.config = config or FeasibilityConfig()
         self.runner = runner
-        self.llm = llm
         self.stats: Counter[str] = Counter()
         self._first_error: str | None = None
         self._runs = 0
 
     def bind(self, run: RunContext) -> None:
-        """Take the run's episode runner (and its chat LLM for the `llm` solver)."""
+        """Take the run's episode runner."""
         self.runner = run.episode_runner()
-        if self.config.solver == "llm":
-            self.llm = run.chat_llm()
 
     async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]:
         self._check_ready()
@@ -150,24 +142,21 @@ class Feasibility:
         if runs and errors == runs:
             # Not one re-run got as far as a reward: the solver cannot work here (offline, no endpoint),
             # which would otherwise drop every synthetic task as "infeasible", quietly.
-            hint = ("the llm solver asks the spec's `llm`: check that it is reachable, or use solver: replay "
-                    "(replays each reference, no LLM)" if self.config.solver == "llm"
-                    else "check the env and the workflow: every replay failed to run")
             raise RunError(f"the feasibility filter could not run any of its {runs} checks; the first error: "
-                           f"{self._first_error}", where=f"{WHERE}, key solver ({self.config.solver})", hint=hint)
+                           f"{self._first_error}", where=f"{WHERE}, key solver ({self.config.solver})",
+                           hint=self._unrunnable_hint())
         if errors:
             log.warning("feasibility.runs_failed", failed=errors, of=runs, first_error=self._first_error,
                         hint="these tasks were dropped as unverified; see the log for each")
         return [task for task in checked if task is not None]
 
+    def _unrunnable_hint(self) -> str:
+        return "check the env and the workflow: every replay failed to run"
+
     def _check_ready(self) -> None:
         if self.runner is None:
             raise RunError("the feasibility filter has no way to run episodes", where=WHERE,
                            hint="it runs inside `beyondagent run|explore`; in code, pass runner=EpisodeRunner(...)")
-        if self.config.solver == "llm" and self.llm is None:
-            raise RunError("the feasibility filter with solver: llm needs an LLM, but none is configured",
-                           where=f"{WHERE}, key solver",
-                           hint="set `llm` in the spec, or use solver: replay to replay each reference without an LLM")
 
     async def _check(self, task: Task, limit: asyncio.Semaphore) -> Task | None:
         actions = reference_actions(task.ground_truth)
@@ -192,13 +181,8 @@ class Feasibility:
         return self._drop(task, "infeasible", reason)
 
     def _episode(self, task: Task, actions: list[str] | None) -> tuple[Task, ChatLLM]:
-        """The task as the solver runs it, and the LLM that answers."""
-        if self.config.solver == "replay":
-            return task, ReplayLLM(actions or [])
-        if task.query and task.ground_truth is not None:
-            hint = self.config.hint.replace("{reference}", format_reference(task.ground_truth))
-            task = attrs.evolve(task, query=task.query + hint)
-        return task, self.llm  # type: ignore[return-value]
+        """The task as the solver runs it, and the LLM that answers: the reference, replayed."""
+        return task, ReplayLLM(actions or [])
 
     def _drop(self, task: Task, why: str, detail: str) -> None:
         self.stats[why] += 1

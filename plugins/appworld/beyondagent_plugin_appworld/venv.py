@@ -1,10 +1,11 @@
 """The `appworld` venv: AppWorld's pinned stack beside the core and this plugin.
 
 `appworld==0.1.3.post1` pins pydantic 1, which Ray >= 2.56 refuses, so Ray stays below 2.56
-(for `--instances ray`); the core and this plugin are installed the way they are installed
-here (an editable checkout editable). `appworld install` (offline, ~3-10 s) decrypts the apps'
-code into the venv. AppWorld's data is not part of the venv: `beyondagent appworld setup`
-downloads it, `beyondagent appworld generate` makes a small world.
+(for `--instances ray`); the core, `beyondagent-plugin-llm` (this plugin's requirement) and this
+plugin are installed the way they are installed here (an editable checkout editable).
+`appworld install` (offline, ~3-10 s) decrypts the apps' code into the venv. AppWorld's data is
+not part of the venv: `beyondagent appworld setup` downloads it, `beyondagent appworld generate`
+makes a small world.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def appworld_recipe() -> VenvRecipe:
     return VenvRecipe(
         name="appworld",
         steps=[[APPWORLD, RAY]],
-        local=["beyondagent", "beyondagent-plugin-appworld"],
+        # beyondagent-plugin-llm: a requirement of this plugin (its llm_judge grades synthetic tasks).
+        local=["beyondagent", "beyondagent-plugin-llm", "beyondagent-plugin-appworld"],
         after=[("appworld", "install")],
         check=CHECK,
     )

@@ -39,7 +39,7 @@ def respond(body: dict) -> str:
     return next(ACTIONS)
 
 
-@pytest.mark.beyondagent_plugins("appworld", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("appworld", "random_explorer", "mixers", "torch", "llm")
 def test_the_example_explores_synthesizes_mixes_and_trains(openai_server: Any, run_spec: Any, world_root: Path,
                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BEYONDAGENT_PLUGINS", "appworld")  # what the launched server (in the venv) loads

@@ -46,7 +46,7 @@ def test_one_grpo_step_with_the_tiny_model(run_spec: Any, world_root: Path, appw
         assert trajectory["turns"][0]["role"] == "system" and "show_api_descriptions" in trajectory["turns"][0]["content"]
 
 
-@pytest.mark.beyondagent_plugins("appworld", "torch", "mixers", "random_explorer")
+@pytest.mark.beyondagent_plugins("appworld", "torch", "mixers", "random_explorer", "llm")
 def test_the_example_spec_plans_on_a_generated_world(plugin_manager: Any, world_root: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from beyondagent_core import pipeline

@@ -76,11 +76,11 @@ def beyondagent_rewards() -> list[RewardSpec]:
     ]
     try:
         from beyondagent_plugin_math.llm_fallback import MathAnswerOrLLMConfig
-    except ImportError as exc:  # a core without its LLM judge: everything else still works
+    except ImportError as exc:  # without beyondagent-plugin-llm's judge: everything else still works
         log.debug("math.llm_fallback.unavailable", error=str(exc))
     else:
         specs.append(RewardSpec(
             name="math_answer_or_llm", factory=f"{_PACKAGE}.llm_fallback:MathAnswerOrLLMJudge",
             config_cls=MathAnswerOrLLMConfig,
-            summary="math_answer first; the core's llm_judge only when the answer cannot be parsed."))
+            summary="math_answer first; llm_judge only when the answer cannot be parsed."))
     return specs

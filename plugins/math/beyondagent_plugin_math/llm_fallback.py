@@ -1,4 +1,4 @@
-"""`math_answer_or_llm`: the rule judge first; the core's `llm_judge` only when the answer cannot be parsed.
+"""`math_answer_or_llm`: the rule judge first; `llm_judge` only when the answer cannot be parsed.
 
 "Cannot be parsed" means the rule judge found no final answer, or found one it could not
 compare with the reference (`details.status` `no_answer` or `undecided`): then the LLM judge
@@ -7,8 +7,8 @@ grades the episode against the task's reference and its reward is used, marked
 task without a reference answer is left to the rule judge (score 0): the LLM would have
 nothing to compare with.
 
-This module imports the core's LLM judge; the plugin registers the judge only when that
-import works (an older core simply lacks `math_answer_or_llm`).
+This module imports the LLM judge of `beyondagent-plugin-llm` (a dependency of this plugin);
+the plugin registers `math_answer_or_llm` only when that import works.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+from beyondagent_plugin_llm.judge import LLMJudge, LLMJudgeConfig
 
-from beyondagent_core.judges.llm_judge import LLMJudge, LLMJudgeConfig
 from beyondagent_core.types import Reward, Task, Trajectory
 from beyondagent_plugin_math.config import MathAnswerConfig
 from beyondagent_plugin_math.judges import MathAnswerJudge
@@ -29,7 +29,7 @@ FALLBACK_STATUSES = ("no_answer", "undecided")
 class MathAnswerOrLLMConfig(MathAnswerConfig):
     """`math_answer`'s keys, plus `llm_judge`: the LLM judge's block.
 
-    `llm_judge` takes the keys of the core's `llm_judge` reward: `llm: {model, base_url,
+    `llm_judge` takes the keys of the `llm_judge` reward: `llm: {model, base_url,
     api_key_env}` (unset: the spec's `llm`), `mode`, `k`, `threshold`, `prompt`.
     """
 

@@ -39,7 +39,7 @@ def respond(body: dict) -> str:
     return next(MOVES)
 
 
-@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch", "llm")
 def test_llm_exploration_summaries_filters_and_judge(openai_server, run_spec, tmp_path) -> None:
     openai_server.responder = respond
     result = run_spec(

@@ -20,7 +20,7 @@ SHRINK = ("tasks.train.count=6", "tasks.val.count=2", "explore.n=2", "backend.to
           "backend.samples_per_step=8")
 
 
-@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch", "llm")
 def test_explored_tasks_are_mixed_in_and_judged_by_the_env(run_spec, tmp_path) -> None:
     result = run_spec(EXAMPLE, *SHRINK, f"run.output_dir={tmp_path / 'runs'}")
 

@@ -15,7 +15,7 @@ SHRINK = ("tasks.train.count=3", "tasks.val.count=1", "explore.n=2", "explore.ma
           "backend.total_steps=1", "algorithm.group_size=2", "backend.eval_every=0", "backend.save_every=0")
 
 
-@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch", "llm")
 def test_the_policy_explores_before_training(run_spec, tmp_path) -> None:
     result = run_spec(EXAMPLE, *SHRINK, "llm=policy", "explore.mode=llm", f"run.output_dir={tmp_path}")
 
@@ -28,7 +28,7 @@ def test_the_policy_explores_before_training(run_spec, tmp_path) -> None:
     assert result.metrics["steps"] == 1
 
 
-@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "torch", "llm")
 def test_the_policy_cannot_explore_on_ray(run_spec, tmp_path) -> None:
     with pytest.raises(SpecError, match="cannot explore on Ray actors"):
         run_spec(EXAMPLE, *SHRINK, "llm=policy", "explore.mode=llm", "explore.executor=ray",

@@ -11,12 +11,12 @@ import asyncio
 import json
 
 import pytest
+from beyondagent_plugin_llm.summarizer import MASK, LLMSummarizer, LLMSummarizerConfig
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, OpenAIChat
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import structured
-from beyondagent_core.synthesis.llm_summarizer import MASK, LLMSummarizer, LLMSummarizerConfig
 from beyondagent_core.testing.openai_server import ScriptedOpenAIServer
 from beyondagent_core.types import Task, Trajectory, Turn
 
@@ -168,6 +168,7 @@ def test_its_own_llm_and_no_llm_at_all(openai_server: ScriptedOpenAIServer) -> N
         asyncio.run(LLMSummarizer().summarize(SEED, exploration(), [], None))
 
 
+@pytest.mark.beyondagent_plugins("llm")
 def test_registered_and_built_from_a_spec_block(registry: Registry, openai_server: ScriptedOpenAIServer) -> None:
     registration = registry.resolve("summarizer", "llm", key_path="explore.summarizer")
     config = structured(registration.spec.config_cls, {"task_summary_history_length": 3, "max_tasks": 1},

@@ -9,9 +9,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from beyondagent_plugin_llm.judge import LLMJudge, LLMJudgeConfig, parse_verdict
 
-from beyondagent_core.judges import LLMJudge, LLMJudgeConfig
-from beyondagent_core.judges.llm_judge import parse_verdict
 from beyondagent_core.llm import LLMConfig, LLMError
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import structured
@@ -181,6 +180,7 @@ def test_a_custom_prompt_template(openai_server: ScriptedOpenAIServer) -> None:
     assert prompt.endswith("Literal {braces}.")
 
 
+@pytest.mark.beyondagent_plugins("llm")
 def test_registered_and_built_from_a_spec_block(registry: Registry, openai_server: ScriptedOpenAIServer) -> None:
     registration = registry.resolve("reward", "llm_judge", key_path="reward")
     config = structured(registration.spec.config_cls,

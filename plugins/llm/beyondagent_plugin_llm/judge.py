@@ -183,7 +183,8 @@ class LLMJudge:
     def cache_key(self, task: Task, trajectory: Trajectory) -> str:
         """A hash of the task's fields, the trajectory's turns and every setting that changes a verdict."""
         llm = self.config.llm or getattr(self.llm, "config", None)  # its own block, or the spec's llm
-        model = [getattr(llm, key, None) for key in ("model", "base_url", "temperature", "top_p", "top_k", "max_tokens")]
+        keys = ("model", "base_url", "temperature", "top_p", "top_k", "max_tokens")
+        model = [getattr(llm, key, None) for key in keys]
         payload = {
             "task": task.to_dict(),
             "turns": [[turn.role, turn.content, turn.tool_calls] for turn in trajectory.turns],

@@ -1,10 +1,12 @@
 """The ChatScheduler: concurrent `llm.chat` calls from many episodes, one generation pass.
 
 Episodes run as asyncio tasks. Each model turn submits its prompt ids to the scheduler and
-waits; when every episode in flight is waiting (or the batch is full), the scheduler pads
-the prompts and samples all of them together in one KV-cached decoding loop. Batching in
-lockstep makes a rollout reproducible: the batches, and each episode's own random generator,
-do not depend on thread timing.
+waits. In `lockstep` batching (the default), when every episode in flight is waiting (or the
+batch is full), the scheduler pads the prompts and samples all of them together in one
+KV-cached decoding loop; the batches, and each episode's own random generator, do not depend
+on thread timing, so a rollout is reproducible. In `continuous` batching a request joins the
+running decoding loop between two steps, so an episode whose env is slow holds nobody else.
+Either way a row leaves the batch as soon as its turn is done and its episode goes on.
 
 Prefill is where multi-turn rollout spends its time, so it is not repeated: an episode's KV
 cache is kept between its turns (`kv_cache.py`; the next turn feeds only its new tokens), and

@@ -1,7 +1,7 @@
 """The `tiny` model: a small Qwen2-architecture causal LM built locally, so everything runs offline.
 
 Nothing is downloaded. The tokenizer is a byte-level BPE trained with `tokenizers` on a small
-built-in corpus (grid-game instructions and observations, arithmetic, JSON); the weights are
+built-in corpus (`tiny_corpus.py`: the text of the examples, docs and tests); the weights are
 random but seeded, so every build writes the same bytes. The model is built on first use into
 `$BEYONDAGENT_CACHE/models/tiny-v<N>` (`~/.cache/beyondagent` by default) and reused after that.
 
@@ -23,16 +23,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from beyondagent_plugin_torch.tiny_corpus import ACTIONS, TAXI_ACTIONS, corpus  # noqa: F401 - re-exported
+
 if TYPE_CHECKING:
     from transformers import Qwen2ForCausalLM, Qwen2Tokenizer
 
 # Bump when anything below changes what is built (corpus, vocab size, config, seed, file set):
 # a new name means a new cache directory, so an old build is never mistaken for the new one.
 # (The manifest's recipe fingerprint also catches an edit made without a bump: it is rebuilt.)
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 TINY_NAME = f"tiny-v{RECIPE_VERSION}"
 
-VOCAB_SIZE = 1024
+VOCAB_SIZE = 2048
 SEED = 1234
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -67,125 +69,6 @@ CHECKPOINT_FILES = (
     "tokenizer_config.json",
     "chat_template.jinja",
 )
-
-# --- corpus ---------------------------------------------------------------------------------
-
-_PROSE = """\
-You are an agent playing a grid game. Read the observation and answer with one action.
-Valid actions are left, right, up and down. Any other answer is an invalid action.
-You are on a frozen lake. Walk from the start to the goal without falling into a hole.
-The lake is slippery, so you may not always move in the direction you chose.
-S is the start, F is frozen ice, H is a hole and G is the goal.
-If you step into a hole the episode ends with a reward of 0. Reaching the goal gives a reward of 1.
-You are a taxi driver in a 5 by 5 grid. Pick up the passenger and drop them off at the destination.
-The actions are south, north, east, west, pickup and dropoff. Illegal pickup or dropoff costs 10 points.
-Each step costs 1 point. A successful dropoff gives 20 points.
-The locations are Red, Green, Yellow and Blue. The passenger is waiting at Red and wants to go to Blue.
-You are walking along a cliff. Move from the start in the bottom left corner to the goal in the bottom right corner.
-Stepping off the cliff costs 100 points and sends you back to the start. Every other step costs 1 point.
-Observation: you are at row 3, column 2. The goal is at row 3, column 3.
-Think step by step, then give your final answer.
-Your answer must be a single word: left, right, up or down.
-Respond in JSON with the key "action", for example {"action": "left"}.
-That action is invalid. Please choose one of the valid actions.
-The episode is over. You reached the goal in 6 steps.
-Solve the problem and put the final answer at the end.
-What is the sum of the numbers? What is the difference? What is the product?
-The answer is a number. Show your work and check it again.
-This is a new task. Please read the instructions carefully before you start.
-The user asks a question and the assistant answers it. The assistant is helpful and brief.
-I will move down first, then right, then down again until I reach the goal.
-There is a hole to the right, so I should go down instead.
-The wall is in the way, so the move has no effect and I stay in the same cell.
-Hello! How can I help you today? Thank you, that is correct. Good job.
-Yes, no, maybe. It is true that the first row is safe, but the second row has two holes.
-The state is the number of the cell: row times the number of columns plus column.
-Answer with one action only. Do not explain your answer. Do not repeat the question.
-The agent learns from its own experience: it explores the environment, writes new tasks and trains on them.
-A policy maps each observation to an action. The value of a state is the expected return from it.
-We sample several answers for each task, score them with a reward function and compare them within the group.
-Better answers get a positive advantage and worse answers get a negative advantage.
-Your previous action moved you one cell to the left. You can see the whole map below.
-The map has four rows and four columns. The first row is at the top and the first column is on the left.
-The passenger is in the taxi. Drive to the destination and drop off the passenger.
-The taxi is at row 2, column 1. The passenger is at Yellow. The destination is Green.
-You have 100 steps left. The maximum number of steps is 100. The time is up.
-Please write your reasoning inside <think> and </think>, then the answer inside <answer> and </answer>.
-Here is an example of a good answer. Here is the history of your previous moves.
-The weather is nice today, and the people in the small town are happy to see the sun again.
-She said that they would come back next week, after the long holiday, if the road was open.
-He could not find the key, so he looked under the table, behind the door and in every box.
-It was a long day at work. We had a lot of things to do, but we did all of them well.
-Please read the file, find the error and fix it. Then run the tests again and report the result.
-The quick brown fox jumps over the lazy dog. A small cat sleeps in the warm light of the window.
-Name the object, count the items, compare the values, and write the result as a list.
-Good morning. Good evening. Good night. See you later. Have a nice day. You are welcome.
-You are playing FrozenLake. You are playing Taxi. You are playing CliffWalking. You are playing Sokoban.
-Which action do you take? Which way do you go? Reply with the action you take. Reply with one word.
-Take a step. Take the passenger. Which cell is safe? Which move is best? Reply now.
-system
-user
-assistant
-"""
-
-ACTIONS = ("left", "right", "up", "down")
-TAXI_ACTIONS = ("south", "north", "east", "west", "pickup", "dropoff")
-_TILES = "SFHG"
-_FROZEN_LAKE_MAPS = (
-    ("SFFF", "FHFH", "FFFH", "HFFG"),
-    ("SFFFFFFF", "FFFFFFFF", "FFFHFFFF", "FFFFFHFF", "FFFHFFFF", "FHHFFFHF", "FHFFHFHF", "FFFHFFFG"),
-)
-
-
-def _grid_lines() -> Iterator[str]:
-    for grid in _FROZEN_LAKE_MAPS:
-        size = len(grid)
-        yield "\n".join(grid)
-        for row in range(size):
-            for column in range(size):
-                tile = grid[row][column]
-                name = {"S": "start", "F": "frozen", "H": "hole", "G": "goal"}[tile]
-                yield f"You are at row {row}, column {column}. The cell is {name} ({tile})."
-                yield f"Current position: ({row}, {column}). State: {row * size + column}."
-    for column in range(12):
-        yield f"The cliff is at row 3, column {column}. Do not step on the cliff."
-
-
-def _action_lines() -> Iterator[str]:
-    for action in ACTIONS + TAXI_ACTIONS:
-        capital = action.capitalize()
-        yield f"Action: {action}\n{action}\nI choose {action}. Move {action}. {capital} is a valid action."
-        yield f'{{"action": "{action}"}} ["{action}"] <action>{action}</action> {capital}. {action.upper()}'
-        yield f"Moving {action} is invalid here, try another action. Invalid action: {action}."
-        yield f"{capital}\n{action}\n{capital}\ninvalid\n{action}"
-    for first in ACTIONS:
-        for second in ACTIONS:
-            yield f"I moved {first} and then {second}. Next: {second}, {first}. {first.capitalize()}, {second}."
-
-
-def _arithmetic_lines() -> Iterator[str]:
-    for a in range(0, 40, 3):
-        for b in range(1, 30, 2):
-            yield f"{a} + {b} = {a + b}. {a + b} - {b} = {a}. {a} * {b} = {a * b}."
-            yield f"What is {a} + {b}? The answer is {a + b}."
-    for n in range(0, 1001, 37):
-        yield f"[{n}, {n + 1}, {n + 2}] {{\"value\": {n}, \"next\": {n + 1}}} {n / 4:.2f} {-n}"
-
-
-def _chat_lines() -> Iterator[str]:
-    for role in ("system", "user", "assistant"):
-        yield f'{{"role": "{role}", "content": "Move left."}}'
-    yield '{"task_id": "frozenlake-0", "query": "Reach the goal.", "reward": 1.0, "done": true, "ok": false}'
-    yield "(a) [b] {c} <d> 'e' \"f\" a, b; c: d! e? f... g - h / i = j % k & l | m # n @ o $ p ^ q ~ r _ s"
-
-
-def corpus() -> list[str]:
-    """The built-in training text for the tiny tokenizer (deterministic: no randomness)."""
-    lines = _PROSE.splitlines()
-    for generate in (_grid_lines, _action_lines, _arithmetic_lines, _chat_lines):
-        lines.extend(generate())
-    return lines
-
 
 # --- build ----------------------------------------------------------------------------------
 

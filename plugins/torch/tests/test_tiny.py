@@ -248,7 +248,7 @@ def test_text_round_trips(tokenizer: Qwen2Tokenizer) -> None:
 
 
 def test_vocab_size_and_special_tokens(tokenizer: Qwen2Tokenizer) -> None:
-    assert 512 <= len(tokenizer) <= 1024
+    assert 512 <= len(tokenizer) <= tiny.VOCAB_SIZE
     assert tokenizer.pad_token == "<|endoftext|>"
     assert tokenizer.eos_token == "<|im_end|>"
     assert tokenizer.bos_token is None
@@ -330,3 +330,29 @@ def test_model_forward_gives_finite_logits_and_generates(tiny_dir: Path, tokeniz
     assert generated.shape[0] == 2 and 0 < generated.shape[1] - batch["input_ids"].shape[1] <= 8
     assert torch.equal(generated[:, : batch["input_ids"].shape[1]], batch["input_ids"])
     assert all(isinstance(text, str) for text in tokenizer.batch_decode(generated, skip_special_tokens=True))
+
+
+# What the examples, the docs' walk-throughs and the tests ask the tiny model to read: each must
+# get real codes from the tokenizer, not fall apart into bytes (a text of bytes is ~1 char a token).
+COVERED = {
+    "text adventure": "> open door\nYou open the door. > take key\nYou take the key. > go north",
+    "guessing game": "Guess a number between 1 and 100. Your guess 50 is too high. Try a lower number.",
+    "word problem": "Mia has 12 apples. She gives 5 to her brother. How many apples does she have now? "
+                    "The final answer is \\boxed{7}. #### 7",
+    "app code": '```python\ntoken = apis.spotify.login(username=email, password=passwords["spotify"])'
+                '["access_token"]\nprint(apis.api_docs.show_api_descriptions(app_name="venmo"))\n```',
+    "step judgment": "Step 1: ACTION: open door OBSERVATION: ok. Was this step GOOD or BAD? GOOD",
+    "grid game": "You are at row 1, column 0. Which action do you take? Answer with left, right, up or down.",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(COVERED))
+def test_the_corpus_covers_the_examples_text(tokenizer: Qwen2Tokenizer, kind: str) -> None:
+    text = COVERED[kind]
+    tokens = len(tokenizer.encode(text, add_special_tokens=False))
+    assert len(text) / tokens >= 2.5, f"{kind}: {tokens} tokens for {len(text)} characters"
+
+
+def test_common_commands_are_a_token_a_word(tokenizer: Qwen2Tokenizer) -> None:
+    for command in ("open door", "take key", "go north", "Action: down"):
+        assert len(tokenizer.encode(command, add_special_tokens=False)) <= len(command.split()) + 1, command

@@ -1,7 +1,8 @@
 """`beyondagent eval`: a spec's workflow, env and judges on one split, k samples per task, no training.
 
 The model is either a checkpoint (an HF model directory, a checkpoint of ours or a run directory:
-the spec's backend serves it through its `policy_llm(run)`, as it does for `llm: policy`) or any
+the spec's backend serves it through its `eval_llm(run)` or `policy_llm(run)`, as it does for
+`llm: policy`; a verl checkpoint is first merged into an HF directory by the verl plugin) or any
 OpenAI-compatible endpoint. Every finished episode is appended to `episodes.jsonl` in the eval's
 directory, so an interrupted eval resumes where it stopped; the directory's name holds a hash of
 what decides the numbers (model, split, k, temperature, task limit, the spec's tasks, env,
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,12 +71,16 @@ class ModelChoice:
         return f"endpoint {self.endpoint.model} at {self.endpoint.base_url or 'the openai default'}"
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
-    """The model directory `path` means: itself, its `model/`, or a run's newest checkpoint."""
+def resolve_checkpoint(path: str | Path, *, merge: bool = True) -> Path:
+    """The model directory `path` means: itself, its `model/`, or a run's newest checkpoint; for a
+    verl checkpoint, its merged HF directory (merged now, once, unless `merge` is False)."""
     root = Path(path)
     if not root.exists():
         raise EvalError(f"checkpoint {root} does not exist", where="--checkpoint",
                         hint="pass a model directory (with config.json), a checkpoint or a run directory")
+    verl = verl_checkpoint(root, merge=merge)
+    if verl is not None:
+        return verl
     if (root / "config.json").is_file():
         return root
     if (root / "model" / "config.json").is_file():
@@ -83,9 +89,35 @@ def resolve_checkpoint(path: str | Path) -> Path:
                    key=lambda p: int("".join(ch for ch in p.name if ch.isdigit()) or 0))
     if steps:
         return steps[-1] / "model"
-    raise EvalError(f"{root} is not a model: no config.json there, in model/, or in a checkpoints/step_* of a run",
-                    where="--checkpoint", hint="pass an HF model directory, runs/<name>/checkpoints/step_N, "
-                                               "or the run directory runs/<name> (its newest checkpoint)")
+    raise EvalError(f"{root} is not a model: no config.json there, in model/, or in a checkpoints/step_* of a run, "
+                    f"and no verl checkpoint (checkpoints/global_step_N/actor)", where="--checkpoint",
+                    hint="pass an HF model directory, runs/<name>/checkpoints/step_N (torch), "
+                         "runs/<name>/checkpoints/global_step_N (verl), or the run directory runs/<name> "
+                         "(its newest checkpoint)")
+
+
+def verl_checkpoint(root: Path, *, merge: bool) -> Path | None:
+    """A verl checkpoint (FSDP shards) as the HF directory the verl plugin merges it into; None if
+    `root` is none. The merge runs verl's model merger in verl's venv, once (cached next to it)."""
+    try:
+        from beyondagent_plugin_verl import checkpoint as verl
+    except ImportError:
+        if any(root.glob("global_step_*")) or any(root.glob("checkpoints/global_step_*")) or any(
+                root.glob("model_world_size_*_rank_*.pt")) or root.name.startswith("global_step_"):
+            raise EvalError(f"{root} looks like a verl checkpoint; merging it into an HF model needs the verl plugin",
+                            where="--checkpoint", hint="pip install beyondagent-plugin-verl") from None
+        return None
+    actor = verl.find_actor_dir(root)
+    if actor is None:
+        return None
+    if not merge:
+        return verl.merged_dir(actor.resolve())
+    try:
+        return verl.merged_model(actor, say=lambda text: print(text, file=sys.stderr, flush=True))
+    except BeyondAgentError as exc:
+        if isinstance(exc, RunError):
+            raise
+        raise EvalError(exc.message, where=exc.where, hint=exc.hint) from None
 
 
 def eval_dir(session: Session, settings: EvalSettings, model: ModelChoice) -> Path:
@@ -151,7 +183,8 @@ def serve_model(context: RunContext, model: ModelChoice) -> Iterator[ChatLLM]:
         return
     backend = context.spec.component("backend")
     with guarded(backend, "building the backend"):
-        serve = getattr(backend.create(), "policy_llm", None)
+        created = backend.create()  # `eval_llm`: a backend that serves a checkpoint only for evals
+        serve = getattr(created, "eval_llm", None) or getattr(created, "policy_llm", None)
     if not callable(serve):
         raise EvalError(f"the backend {backend.name!r} cannot serve a checkpoint in this process",
                         where=f"{context.spec.path}, key backend.name",

@@ -18,7 +18,8 @@ def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dot-list overrides of the spec")
     model = parser.add_mutually_exclusive_group(required=True)
     model.add_argument("--checkpoint", metavar="PATH",
-                       help="an HF model directory, a checkpoint of ours, or a run directory (its newest checkpoint)")
+                       help="an HF model directory, a checkpoint of ours (torch or verl: a verl checkpoint is merged "
+                            "into an HF directory next to it, once), or a run directory (its newest checkpoint)")
     model.add_argument("--model", metavar="NAME", help="the model name at an OpenAI-compatible endpoint")
     parser.add_argument("--base-url", help="the endpoint's URL, e.g. http://127.0.0.1:8000/v1 (with --model)")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
@@ -45,7 +46,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
     settings = _settings(args)
     overrides = list(args.overrides)
     if args.checkpoint:
-        model = evaluation.ModelChoice(checkpoint=evaluation.resolve_checkpoint(args.checkpoint).resolve())
+        found = evaluation.resolve_checkpoint(args.checkpoint, merge=not args.dry_run).resolve()
+        model = evaluation.ModelChoice(checkpoint=found)
         overrides.append(f"model.path={model.checkpoint}")
     else:
         if args.base_url is not None and not args.base_url.startswith(("http://", "https://")):
@@ -61,6 +63,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
         done = evaluation.read_done(out / evaluation.EPISODES_FILE, repair=False)
         print(f"would evaluate {model.describe()} on {len(tasks)} tasks of tasks.{settings.split} x k={settings.k} "
               f"(temperature {settings.temperature}); {len(done)} episodes already done in {out}")
+        if model.checkpoint is not None and not model.checkpoint.exists():
+            print(f"the verl checkpoint would first be merged into {model.checkpoint} (verl's model merger, once)")
         return 0
     result = evaluation.evaluate(session, settings, model, out=out)
     print_summary(result)

@@ -136,7 +136,11 @@ def check_records(result: dict[str, Any]) -> None:
         expected |= {(split, lines[i]["group"]) for i in picked}
     lines = take_step(run_dir, 1)
     assert not (run_dir / SPOOL_DIR / "step-1").exists()  # the step's spool is gone once merged
-    records = [json.loads(line) for line in (run_dir / EPISODES_FILE).read_text().splitlines()]
+    raw = (run_dir / EPISODES_FILE).read_text().splitlines()
+    records = [json.loads(line) for line in raw]
+    tokens = sum(len(r["tokens"]["ids"]) for r in records)
+    print(f"{len(records)} records kept ({result['episodes_setting']}): {sum(map(len, raw)) / len(raw):.0f} bytes "
+          f"and {tokens / len(records):.0f} tokens an episode ({sum(map(len, raw)) / tokens:.1f} bytes a token)")
     assert len(lines) == len(result["spool"])
     assert {(r["split"], r["group"]) for r in records} == expected
     assert len(records) == sum(1 for li in result["spool"] if (li["split"], li["group"]) in expected)

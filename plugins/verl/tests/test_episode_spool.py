@@ -150,6 +150,32 @@ def test_the_launcher_merges_each_steps_spool_into_episodes_jsonl(tmp_path: Path
     row, record = index.read(1)
     assert row["step"] == 0 and expand_tokens(record)[3]["advantage"] is None
     index.close()
+    check_viewer(run_dir, records)
+
+
+def check_viewer(run_dir: Path, records: list[dict[str, Any]]) -> None:
+    """The viewer's pages over a verl run's records: tokens with their mask, no advantage; a group."""
+    import re
+
+    import httpx
+
+    from beyondagent_core.view.app import create_app, open_runs
+    from beyondagent_core.view.command import ServerThread
+
+    first_train = 1 + next(i for i, r in enumerate(records) if r["split"] == "train")
+    with ServerThread(create_app(open_runs([run_dir], min_interval_s=0))) as url, \
+            httpx.Client(base_url=url, timeout=20) as http:
+        data = http.get(f"/r/0/api/episodes/{first_train}").json()
+        assert [t["mask"] for t in data["tokens"]] == [0, 0, 0, 1, 1]
+        assert [t["logprob"] for t in data["tokens"] if t["mask"]] == [-0.5, -0.25]
+        assert all(t["advantage"] is None for t in data["tokens"])
+        html = http.get(f"/r/0/episode/{first_train}").text
+        spans = re.findall(r'<span class="tok (m[01])"[^>]*title="([^"]*)"', html)
+        assert [mask for mask, _ in spans] == ["m0", "m0", "m0", "m1", "m1"]
+        assert "advantage" not in spans[3][1] and "log-prob -0.500" in spans[3][1]
+        group = http.get("/r/0/api/group", params={"step": 1, "split": "train", "group": "0"}).json()
+        assert http.get("/r/0/group", params={"step": 1, "split": "train", "group": "0"}).status_code == 200
+    assert len(group["episodes"]) == 2
 
 
 def test_a_torn_spool_line_costs_that_line_only(tmp_path: Path) -> None:

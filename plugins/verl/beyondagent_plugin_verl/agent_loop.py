@@ -26,6 +26,7 @@ score as `reward_score` (so verl's reward loop has nothing to do). Each episode'
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl.mapping import AGENT_NAME
 from beyondagent_plugin_verl.verl_chat import VerlChat
+
+_log = logging.getLogger(__name__)
 
 # One runtime per (spec, worker process): the plugins, the run context and its env opener are
 # built once, not once per episode (verl instantiates the loop for every sample).
@@ -146,14 +149,18 @@ class BeyondAgentLoop(AgentLoopBase):
         failed = trajectory.error is not None or not facts["success"]
         record = None
         if episode_spool.keeps(worker.sampling, step=step, split=split, group=group, groups=groups, failed=failed):
-            tokens = None
-            if len(llm.sequence):  # what verl trains on: the output's prompt and response
-                tokens = episode_spool.token_block(output.prompt_ids, output.response_ids, output.response_mask,
-                                                   output.response_logprobs, llm.sequence.turn_spans,
-                                                   worker.pieces(self.tokenizer).pieces)
-            record = episode_record(step=step if step is not None else 0, split=split,
-                                    index=group * int(samples or 1) + session, group=group, trajectory=trajectory,
-                                    tokens=tokens)
+            try:
+                tokens = None
+                if len(llm.sequence):  # what verl trains on: the output's prompt and response
+                    tokens = episode_spool.token_block(output.prompt_ids, output.response_ids, output.response_mask,
+                                                       output.response_logprobs, llm.sequence.turn_spans,
+                                                       worker.pieces(self.tokenizer).pieces)
+                record = episode_record(step=step if step is not None else 0, split=split,
+                                        index=group * int(samples or 1) + session, group=group,
+                                        trajectory=trajectory, tokens=tokens)
+            except Exception:  # noqa: BLE001 - a record the viewer misses must not stop verl's training
+                _log.warning("beyondagent: the episodes.jsonl record of task %s was not written",
+                             trajectory.task.task_id, exc_info=True)
         episode_spool.spool(Path(self.run_dir), step, {**facts, "global_steps": step, "split": split, "group": group,
                                                        "epoch": extra.get("epoch"), "episode": record})
 

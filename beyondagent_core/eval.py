@@ -71,16 +71,17 @@ class ModelChoice:
         return f"endpoint {self.endpoint.model} at {self.endpoint.base_url or 'the openai default'}"
 
 
-def resolve_checkpoint(path: str | Path, *, merge: bool = True) -> Path:
+def resolve_checkpoint(path: str | Path, *, merge: bool = True, registry: Any = None) -> Path:
     """The model directory `path` means: itself, its `model/`, or a run's newest checkpoint; for a
-    verl checkpoint, its merged HF directory (merged now, once, unless `merge` is False)."""
+    checkpoint in a backend's own format (verl's), the HF directory that backend makes of it
+    (`backend_checkpoint`: merged now, once, unless `merge` is False)."""
     root = Path(path)
     if not root.exists():
         raise EvalError(f"checkpoint {root} does not exist", where="--checkpoint",
                         hint="pass a model directory (with config.json), a checkpoint or a run directory")
-    verl = verl_checkpoint(root, merge=merge)
-    if verl is not None:
-        return verl
+    converted = backend_checkpoint(root, merge=merge, registry=registry)
+    if converted is not None:
+        return converted
     if (root / "config.json").is_file():
         return root
     if (root / "model" / "config.json").is_file():
@@ -96,28 +97,33 @@ def resolve_checkpoint(path: str | Path, *, merge: bool = True) -> Path:
                          "(its newest checkpoint)")
 
 
-def verl_checkpoint(root: Path, *, merge: bool) -> Path | None:
-    """A verl checkpoint (FSDP shards) as the HF directory the verl plugin merges it into; None if
-    `root` is none. The merge runs verl's model merger in verl's venv, once (cached next to it)."""
-    try:
-        from beyondagent_plugin_verl import checkpoint as verl
-    except ImportError:
-        if any(root.glob("global_step_*")) or any(root.glob("checkpoints/global_step_*")) or any(
-                root.glob("model_world_size_*_rank_*.pt")) or root.name.startswith("global_step_"):
-            raise EvalError(f"{root} looks like a verl checkpoint; merging it into an HF model needs the verl plugin",
-                            where="--checkpoint", hint="pip install beyondagent-plugin-verl") from None
-        return None
-    actor = verl.find_actor_dir(root)
-    if actor is None:
-        return None
-    if not merge:
-        return verl.merged_dir(actor.resolve())
-    try:
-        return verl.merged_model(actor, say=lambda text: print(text, file=sys.stderr, flush=True))
-    except BeyondAgentError as exc:
-        if isinstance(exc, RunError):
-            raise
-        raise EvalError(exc.message, where=exc.where, hint=exc.hint) from None
+def backend_checkpoint(root: Path, *, merge: bool, registry: Any) -> Path | None:
+    """A checkpoint in a backend's own format (verl's FSDP shards, ...) as the HF directory that
+    backend turns it into; None when no installed backend claims `root`.
+
+    A backend class claims its checkpoints with an optional `checkpoint_model(root, *, merge, say)`
+    (returning None for a path it does not recognise); the core imports no backend to ask."""
+    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    for registration in registry.registrations("backend") if registry is not None else ():
+        try:
+            find = getattr(registration.spec.load_factory(), "checkpoint_model", None)
+        except ImportError:
+            continue  # a backend whose own imports fail here cannot have written this checkpoint
+        if not callable(find):
+            continue
+        try:
+            found = find(root, merge=merge, say=say)
+        except BeyondAgentError as exc:
+            if isinstance(exc, RunError):
+                raise
+            raise EvalError(exc.message, where=exc.where, hint=exc.hint) from None
+        if found is not None:
+            return found
+    if any(root.glob("global_step_*")) or any(root.glob("checkpoints/global_step_*")) or any(
+            root.glob("model_world_size_*_rank_*.pt")) or root.name.startswith("global_step_"):
+        raise EvalError(f"{root} looks like a verl checkpoint; merging it into an HF model needs the verl plugin",
+                        where="--checkpoint", hint="pip install beyondagent-plugin-verl")
+    return None
 
 
 def eval_dir(session: Session, settings: EvalSettings, model: ModelChoice) -> Path:

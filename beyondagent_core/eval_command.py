@@ -45,8 +45,13 @@ def run_eval_command(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     overrides = list(args.overrides)
+    manager = None
     if args.checkpoint:
-        found = evaluation.resolve_checkpoint(args.checkpoint, merge=not args.dry_run).resolve()
+        # The installed backends recognise their own checkpoint formats: load the plugins first.
+        plugins = pipeline.prepare(args.spec, overrides)
+        manager = plugins.manager
+        found = evaluation.resolve_checkpoint(args.checkpoint, merge=not args.dry_run,
+                                              registry=plugins.registry).resolve()
         model = evaluation.ModelChoice(checkpoint=found)
         overrides.append(f"model.path={model.checkpoint}")
     else:
@@ -55,7 +60,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                                        where="--base-url", hint="e.g. --base-url http://127.0.0.1:8000/v1")
         model = evaluation.ModelChoice(endpoint=LLMConfig(model=args.model, base_url=args.base_url,
                                                           api_key_env=args.api_key_env))
-    session = pipeline.prepare(args.spec, overrides)
+    session = pipeline.prepare(args.spec, overrides, manager=manager)
     configure_logging(verbose=args.verbose, level=session.spec.logging.level)
     out = Path(args.out) if args.out else evaluation.eval_dir(session, settings, model)
     if args.dry_run:

@@ -22,7 +22,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +189,20 @@ class VerlBackend:
         return ours
 
     # --- evaluation -----------------------------------------------------------------------
+
+    @staticmethod
+    def checkpoint_model(root: Path, *, merge: bool, say: Callable[[str], None]) -> Path | None:
+        """`beyondagent eval --checkpoint`: a verl checkpoint (FSDP shards) under `root` as the HF
+        directory verl's model merger makes of it (merged once, cached next to it; with `merge`
+        False, where it would be); None when `root` holds no verl checkpoint."""
+        from beyondagent_plugin_verl import checkpoint
+
+        actor = checkpoint.find_actor_dir(root)
+        if actor is None:
+            return None
+        if not merge:
+            return checkpoint.merged_dir(actor.resolve())
+        return checkpoint.merged_model(actor, say=say)
 
     @contextlib.contextmanager
     def eval_llm(self, run: RunContext) -> Iterator[Any]:

@@ -23,8 +23,18 @@ import pytest
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.eval import EvalError, resolve_checkpoint
+from beyondagent_core.plugins import PluginManager, Switches
+from beyondagent_core.registry import Registry
 
 HERE = Path(__file__).resolve().parent
+
+
+def resolve(path: Path, **options: Any) -> Path:
+    """`resolve_checkpoint` as `beyondagent eval` calls it: the installed backends claim their formats."""
+    registry = Registry(PluginManager(Switches.from_environment()).load())
+    return resolve_checkpoint(path, registry=registry, **options)
+
+
 ROOT = HERE.parents[2]
 
 
@@ -50,10 +60,10 @@ def test_a_verl_checkpoint_is_merged_once_and_holds_the_trained_weights(verl_run
     assert verl_run["changed_by_training"] == verl_run["tensors"]  # the saved weights are not the base model's
     step = run_dir / "checkpoints" / "global_step_1"
     target = step / "merged_hf"
-    assert resolve_checkpoint(run_dir, merge=False) == target and not target.exists()  # a dry run merges nothing
+    assert resolve(run_dir, merge=False) == target and not target.exists()  # a dry run merges nothing
 
     started = time.monotonic()
-    assert resolve_checkpoint(run_dir) == target
+    assert resolve(run_dir) == target
     merge_s = time.monotonic() - started
     said = capsys.readouterr().err
     assert "merging its FSDP shards into an HF model at" in said and "verl checkpoint merged in" in said
@@ -69,7 +79,7 @@ def test_a_verl_checkpoint_is_merged_once_and_holds_the_trained_weights(verl_run
 
     started = time.monotonic()
     for path in (run_dir, run_dir / "checkpoints", step, step / "actor", step / "actor" / "huggingface"):
-        assert resolve_checkpoint(path) == target
+        assert resolve(path) == target
     assert time.monotonic() - started < 5  # found, not merged again
     assert "using its merged model" in capsys.readouterr().err
     assert json.loads((target / "merge.json").read_text()) == record
@@ -110,11 +120,11 @@ def test_a_damaged_verl_checkpoint_is_a_clear_error(verl_run: dict[str, Any], tm
     shutil.copytree(actor, empty)
     (empty / "model_world_size_1_rank_0.pt").unlink()
     with pytest.raises(EvalError, match="holds no model shards"):
-        resolve_checkpoint(empty.parent)
+        resolve(empty.parent)
     torn = tmp_path / "torn" / "global_step_4" / "actor"
     shutil.copytree(actor, torn)
     (torn / "model_world_size_1_rank_0.pt").write_bytes(b"not a torch file")
     with pytest.raises(RunError, match="verl's model merger failed on") as caught:
-        resolve_checkpoint(torn.parent)
+        resolve(torn.parent)
     assert "python -m verl.model_merger merge" not in caught.value.message and "verl.model_merger" in caught.value.hint
     assert not (torn.parent / "merged_hf").exists() and not (torn.parent / ".merged_hf.partial").exists()

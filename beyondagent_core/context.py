@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import PluginError, RunError, SpecError
 from beyondagent_core.judging import JudgeSelector, check_judge
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import RunInfo, TrainingData  # noqa: F401 - their home before; backends import them here
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import POLICY_LLM, select_component
@@ -20,7 +20,13 @@ DEFAULT_ADVANTAGE = "grpo"
 
 if TYPE_CHECKING:
     from beyondagent_core.plugins import PluginManager
-    from beyondagent_core.protocols import AdvantageEstimator, ChatLLM, EnvOpener, Judge, Workflow
+    from beyondagent_core.protocols import (
+        AdvantageEstimator,
+        ChatLLM,
+        EnvOpener,
+        Judge,
+        Workflow,
+    )
     from beyondagent_core.runtime.episodes import EpisodeRunner
     from beyondagent_core.spec import Spec
 
@@ -65,7 +71,7 @@ class RunContext:
     info: RunInfo
     manager: PluginManager
     resume: bool = False
-    log: Any = attrs.field(factory=lambda: structlog.get_logger("beyondagent.run"))
+    log: Any = attrs.field(factory=lambda: get_logger("beyondagent.run"))
     _env_opener: EnvOpener | None = attrs.field(default=None, init=False)
     _judges: JudgeSelector | None = attrs.field(default=None, init=False)
     _registry: Registry | None = attrs.field(default=None, init=False)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.checks import number
 from beyondagent_core.context import RunContext, RunInfo
@@ -30,12 +29,13 @@ from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
 from beyondagent_core.eval_stats import Sample, by_origin, summarize, task_row
 from beyondagent_core.jsonl import BadRecords, append_jsonl, cut_torn_tail
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
+from beyondagent_core.logs import get_logger
 from beyondagent_core.pipeline import Session, guarded, load_tasks
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.rundir import run_dir_of
 from beyondagent_core.types import Task, Trajectory, Turn
 
-log = structlog.get_logger("beyondagent.eval")
+log = get_logger("beyondagent.eval")
 
 EPISODES_FILE = "episodes.jsonl"
 SPLITS = ("val", "train")
@@ -256,7 +256,13 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
 
 async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSettings,
                     jobs: list[tuple[Task, int]], episodes_path: Path, show_progress: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     runner = context.episode_runner()
     slots = asyncio.Semaphore(settings.concurrency)

@@ -6,14 +6,16 @@ looking at what a mixture produces. Each epoch's mix is written, since mixers re
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.jsonl import write_tasks
 from beyondagent_core.sources.parquet import write_parquet
 from beyondagent_core.types import count_by_origin
+
+if TYPE_CHECKING:
+    from beyondagent_core.context import RunContext, TrainingData
 
 FORMATS = ("jsonl", "parquet")
 

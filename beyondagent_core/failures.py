@@ -9,11 +9,11 @@ failed past its threshold ends `status: ok`.
 from __future__ import annotations
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import RunError
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.failures")
+log = get_logger("beyondagent.failures")
 
 
 @attrs.define

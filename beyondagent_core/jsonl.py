@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import DataError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Task
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 OnBadRecord = Literal["fail", "skip"]

@@ -27,17 +27,17 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from beyondagent_core.checks import number
 from beyondagent_core.errors import BeyondAgentError, RunError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.secrets import remember
 from beyondagent_core.types import Turn
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-log = structlog.get_logger("beyondagent.llm")
+log = get_logger("beyondagent.llm")
 
 # A local server (vLLM, the test stand-in) needs no key, but the openai client insists on one.
 PLACEHOLDER_API_KEY = "not-needed"

@@ -3,6 +3,11 @@
 Events are key-value: `log.info("explore.finished", seed="t1", tasks=3)`. The same event goes
 to the console (stderr) and, once a run directory exists, to `<run_dir>/events.jsonl`, so
 nothing is printed twice in two formats.
+
+structlog (with rich, which its console renderer uses) takes ~85 ms to import, more than half
+of what `beyondagent plugins` or `--version` needs in all. So modules get their logger from
+`get_logger`, which imports structlog at the first event, and `configure_logging` before
+structlog is imported only notes the settings, applied when it is (`apply_pending`).
 """
 
 from __future__ import annotations
@@ -13,16 +18,59 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-import structlog
-
 from beyondagent_core.secrets import redact_event
 
 _events_file: TextIO | None = None
+_pending: dict[str, Any] | None = None  # configure_logging's settings, while structlog is not imported
+
+
+# The level of each logging method, to drop an event below the configured level unimported.
+_METHOD_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "msg": logging.INFO, "warning": logging.WARNING,
+                  "warn": logging.WARNING, "error": logging.ERROR, "exception": logging.ERROR,
+                  "critical": logging.CRITICAL, "fatal": logging.CRITICAL}
+
+
+def _ignore(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class LazyLogger:
+    """A structlog logger that imports (and configures) structlog at its first use: an event below
+    the level `configure_logging` noted (a debug event, usually) is dropped without it."""
+
+    def __init__(self, name: str | None):
+        self._name = name
+        self._logger: Any = None
+
+    def __getattr__(self, attribute: str) -> Any:  # info, warning, bind, ...: structlog's logger's
+        if self._logger is None:
+            if _pending is not None and _METHOD_LEVELS.get(attribute, logging.CRITICAL + 1) < _threshold(**_pending):
+                return _ignore
+            import structlog
+
+            apply_pending()
+            self._logger = structlog.get_logger(self._name) if self._name else structlog.get_logger()
+        return getattr(self._logger, attribute)
+
+
+def get_logger(name: str | None = None) -> Any:
+    """The logger of `name` (`structlog.get_logger(name)`, imported at the first event)."""
+    return LazyLogger(name)
+
+
+def apply_pending() -> None:
+    """Apply `configure_logging`'s settings noted before structlog was imported."""
+    global _pending
+    if _pending is not None:
+        settings, _pending = _pending, None
+        _configure(**settings)
 
 
 def _write_json_line(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     if _events_file is not None:
         # `exc_info=True` becomes the traceback text in the file (the console renders its own).
+        import structlog
+
         record = redact_event(logger, method, structlog.processors.format_exc_info(logger, method, dict(event)))
         _events_file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         _events_file.flush()
@@ -37,8 +85,24 @@ def _drop_traceback(logger: Any, method: str, event: dict[str, Any]) -> dict[str
 
 
 def configure_logging(*, verbose: bool = False, level: str = "info") -> None:
-    """Set up console logging; `-v` (verbose) shows debug events and full tracebacks."""
-    threshold = logging.DEBUG if verbose else logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    """Set up console logging; `-v` (verbose) shows debug events and full tracebacks. Applied
+    now when structlog is imported, else at the first event (`LazyLogger`) or `apply_pending`."""
+    global _pending
+    if "structlog" in sys.modules:
+        _pending = None
+        _configure(verbose=verbose, level=level)
+    else:
+        _pending = {"verbose": verbose, "level": level}
+
+
+def _threshold(*, verbose: bool, level: str) -> int:
+    return logging.DEBUG if verbose else logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+
+
+def _configure(*, verbose: bool, level: str) -> None:
+    import structlog
+
+    threshold = _threshold(verbose=verbose, level=level)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -70,6 +134,9 @@ def log_events_to(path: Path | None) -> None:
 def _ensure_json_lines_processor() -> None:
     """Runs started without the CLI (the pipeline as a library, the pytest kit) still get
     their events.jsonl: add our processor before the renderer of whatever config is active."""
+    import structlog
+
+    apply_pending()
     processors = list(structlog.get_config()["processors"])
     if _write_json_line not in processors:
         processors.insert(max(len(processors) - 1, 0), _write_json_line)

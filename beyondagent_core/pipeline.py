@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from beyondagent_core.context import RunContext, RunInfo, TrainingData
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
 from beyondagent_core.failures import check_failures
 from beyondagent_core.jsonl import BadRecords, OnBadRecord, read_tasks
-from beyondagent_core.logs import log_events_to
+from beyondagent_core.logs import get_logger, log_events_to
 from beyondagent_core.plugins import PluginManager, Switches, check_requirements
 from beyondagent_core.registry import Registry
 from beyondagent_core.rundir import create_run_dir, run_dir_of
@@ -38,7 +37,7 @@ from beyondagent_core.types import Task, count_by_origin
 if TYPE_CHECKING:
     from beyondagent_core.exploration.engine import ExploreResult
 
-log = structlog.get_logger("beyondagent.pipeline")
+log = get_logger("beyondagent.pipeline")
 
 
 @attrs.define
@@ -154,7 +153,11 @@ def explore(context: RunContext, seeds: list[Task], bad: BadRecords, *, force: b
     Returns the tasks and, when it explored, the stage's tallies. `force` explores again even
     when the cache is finished or was made from other seeds or settings.
     """
-    from beyondagent_core.exploration.checkpoint import check_fingerprint, fingerprint, is_finished
+    from beyondagent_core.exploration.checkpoint import (
+        check_fingerprint,
+        fingerprint,
+        is_finished,
+    )
 
     spec = context.spec
     path = cache_path(spec)
@@ -255,7 +258,13 @@ def exploration_progress(total: int, show: bool) -> Iterator[Any]:
     if not show:
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     columns = (TextColumn("exploring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TextColumn("{task.fields[status]}"))

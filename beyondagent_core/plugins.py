@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+import sys
 import traceback
 from collections.abc import Iterable, Sequence
 from importlib import metadata
@@ -23,12 +24,12 @@ from typing import Any, Literal
 
 import attrs
 import pluggy
-import structlog
 
 from beyondagent_core import __version__, hookspecs
+from beyondagent_core.logs import apply_pending, get_logger
 from beyondagent_core.records import RECORD_TYPE_BY_KIND, ComponentSpec
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ENTRY_POINT_GROUP = "beyondagent"
 BUILTIN_NAME = "builtin"
@@ -150,6 +151,8 @@ class PluginManager:
         # Each plugin's unknown hooks were caught (and the plugin unregistered) above, so
         # pluggy's own check can only fail on a bug here.
         self._pm.check_pending()
+        if "structlog" in sys.modules:  # a plugin imported it itself: its events get our format too
+            apply_pending()
         return self
 
     def _load_entry_point(self, entry_point: metadata.EntryPoint) -> None:

@@ -14,11 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from beyondagent_core import metric_names
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"

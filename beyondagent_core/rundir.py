@@ -11,13 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.plugins import PluginManager
 from beyondagent_core.spec import Spec
 
-log = structlog.get_logger("beyondagent.rundir")
+log = get_logger("beyondagent.rundir")
 
 
 def run_dir_of(spec: Spec) -> Path:

@@ -29,16 +29,16 @@ from urllib.parse import urlsplit
 
 import attrs
 import httpx
-import structlog
 
 from beyondagent_core.envservice import protocol
 from beyondagent_core.envservice.transport import LeanTransport
 from beyondagent_core.errors import EnvMethodMissing, RunError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.secrets import remember
 from beyondagent_core.types import Reward, Task
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 TOKEN_VAR = "BEYONDAGENT_ENVSERVICE_TOKEN"
 """Where a run reads the bearer token of a remote environment service."""

@@ -23,11 +23,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import structlog
-
 from beyondagent_core.errors import BeyondAgentError, SpecError
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 WHERE = "beyondagent env serve"
 
@@ -124,7 +123,11 @@ def env_factory(name: str, config: dict[str, Any], *, manager: Any = None) -> tu
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
+    from beyondagent_core.envservice.instances import (
+        InstancePool,
+        PoolLimits,
+        ThreadHost,
+    )
     from beyondagent_core.envservice.server import bind, create_app, serve
 
     token = read_token(args.token_env)
@@ -150,7 +153,10 @@ def serve_command(args: argparse.Namespace) -> int:
             raise BeyondAgentError(str(exc), where=WHERE) from None
         host: Any = RayHost(factory, options)
     elif args.instances == "process":
-        from beyondagent_core.envservice.process_instances import ProcessHost, ProcessOptions
+        from beyondagent_core.envservice.process_instances import (
+            ProcessHost,
+            ProcessOptions,
+        )
 
         try:
             process_options = ProcessOptions(warm=args.process_warm, max_workers=args.process_max_workers,

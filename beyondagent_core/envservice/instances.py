@@ -29,14 +29,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import attrs
-import structlog
 
-from beyondagent_core.envservice.protocol import ServiceError, format_traceback, one_line, reset_reply
+from beyondagent_core.envservice.protocol import (
+    ServiceError,
+    format_traceback,
+    one_line,
+    reset_reply,
+)
 from beyondagent_core.envservice.thread_calls import CallTracker, Opening
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import Env, EnvReset, EnvStep
 from beyondagent_core.types import Reward, Task
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 EXPECTED: dict[str, type] = {"reset": EnvReset, "step": EnvStep, "evaluate": Reward}
 

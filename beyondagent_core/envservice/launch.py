@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import structlog
 
 from beyondagent_core.errors import RunError
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 TOKEN_VAR = "BEYONDAGENT_LAUNCHED_ENVSERVICE_TOKEN"
 READY_PREFIX = "envservice listening on "

@@ -28,12 +28,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.envservice.protocol import ServiceError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import Env
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 
 @attrs.define

@@ -22,7 +22,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import structlog
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
@@ -39,10 +38,11 @@ from beyondagent_core.envservice.slow_clients import (
     SlowClients,
     guarded_protocol,
 )
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import OPTIONAL_ENV_METHODS
 from beyondagent_core.types import Task
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 DRAIN_BYTES = 64 * 1024 * 1024  # an oversized body read and dropped before its 413 (see EnvService._body)

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import structlog
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 DEFAULT_HEADER_TIMEOUT = 10.0
 DEFAULT_BODY_TIMEOUT = 30.0

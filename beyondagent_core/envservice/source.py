@@ -15,8 +15,8 @@ import os
 from collections.abc import Iterator
 
 import attrs
-from omegaconf import MISSING
 
+from beyondagent_core.checks import MISSING
 from beyondagent_core.envservice import protocol
 from beyondagent_core.errors import DataError
 from beyondagent_core.jsonl import BadRecords

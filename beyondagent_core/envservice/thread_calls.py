@@ -19,11 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.envservice.protocol import one_line
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.envservice")
+log = get_logger("beyondagent.envservice")
 
 
 class Abandoned(RuntimeError):

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.envs.local import as_opener
 from beyondagent_core.exploration.checkpoint import Checkpoint, fingerprint
 from beyondagent_core.exploration.executor import Executor, LocalExecutor
 from beyondagent_core.failures import FailureTally
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Explorer, Summarizer, TaskFilter
 from beyondagent_core.types import Task
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_ERRORS_KEPT = 5
 

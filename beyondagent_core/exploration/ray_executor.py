@@ -17,12 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from beyondagent_core.errors import RunError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Task
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class ExplorationActor:

@@ -14,14 +14,19 @@ from collections.abc import Callable
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.envs.local import as_opener
-from beyondagent_core.judging import JudgeSelector, as_selector, score_after, score_episode
+from beyondagent_core.judging import (
+    JudgeSelector,
+    as_selector,
+    score_after,
+    score_episode,
+)
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
-log = structlog.get_logger("beyondagent.episodes")
+log = get_logger("beyondagent.episodes")
 
 
 @attrs.define

@@ -6,8 +6,8 @@ import itertools
 from collections.abc import Iterator
 
 import attrs
-from omegaconf import MISSING
 
+from beyondagent_core.checks import MISSING
 from beyondagent_core.jsonl import BadRecords, json_lines
 from beyondagent_core.types import Task
 

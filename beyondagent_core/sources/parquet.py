@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from omegaconf import MISSING
 
-from beyondagent_core.checks import names
+from beyondagent_core.checks import MISSING, names
 from beyondagent_core.errors import DataError
 from beyondagent_core.jsonl import BadRecords
 from beyondagent_core.types import Task

@@ -28,9 +28,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import RunError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Message
 from beyondagent_core.runtime.tokens import ContextLengthExceeded
 from beyondagent_core.types import Task, Trajectory, Turn
@@ -38,7 +38,7 @@ from beyondagent_core.types import Task, Trajectory, Turn
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
 
-log = structlog.get_logger("beyondagent.feasibility")
+log = get_logger("beyondagent.feasibility")
 
 SOLVERS: tuple[str, ...] = ("replay",)  # the llm solver: beyondagent-plugin-llm
 WHERE = "explore.filters (feasibility)"

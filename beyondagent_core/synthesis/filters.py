@@ -18,7 +18,6 @@ no confidence are kept or dropped as `missing` says.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import math
@@ -28,12 +27,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import SpecError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Task
 
-log = structlog.get_logger("beyondagent.filters")
+log = get_logger("beyondagent.filters")
 
 
 def _one_of(*choices: str) -> Any:
@@ -118,6 +117,8 @@ class Dedup:
 
     async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]:
         if self._encoder is not None:
+            import asyncio  # here: this module is imported at start-up, where asyncio is not needed
+
             # Encoding is slow, blocking work: run it off the event loop.
             return await asyncio.to_thread(self._keep, candidates, kept)
         return self._keep(candidates, kept)

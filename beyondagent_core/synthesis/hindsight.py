@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.checks import names
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Task, Trajectory
 
-log = structlog.get_logger("beyondagent.hindsight")
+log = get_logger("beyondagent.hindsight")
 
 PREFERENCES: tuple[str, ...] = ("later", "earlier")
 

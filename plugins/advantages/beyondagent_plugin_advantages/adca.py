@@ -33,11 +33,11 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import structlog
 
 from beyondagent_core.advantages import AdvantageBatch, Advantages, ScoredEpisode
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import OpenAIChat
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_plugin_advantages.config import AdcaConfig
 from beyondagent_plugin_advantages.groups import normalize
@@ -45,7 +45,7 @@ from beyondagent_plugin_advantages.groups import normalize
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
 
-log = structlog.get_logger("beyondagent.adca")
+log = get_logger("beyondagent.adca")
 
 CACHE_ENTRIES = 50_000
 

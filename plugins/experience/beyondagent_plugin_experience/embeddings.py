@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import structlog
 
 from beyondagent_core.llm import PLACEHOLDER_API_KEY, LLMError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.secrets import remember
 from beyondagent_plugin_experience.config import EmbeddingConfig
 
-log = structlog.get_logger("beyondagent.experience")
+log = get_logger("beyondagent.experience")
 
 KEY_PATH = "experience.embedding"
 

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.experience import Experience
 from beyondagent_core.llm import OpenAIChat
+from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_experience.config import ExperienceStoreConfig
 from beyondagent_plugin_experience.lexical import Bm25Ranking, document, normalized_key
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from beyondagent_core.protocols import ChatLLM, Run
     from beyondagent_plugin_experience.vectors import VectorIndex
 
-log = structlog.get_logger("beyondagent.experience")
+log = get_logger("beyondagent.experience")
 
 DEFAULT_FILE = "experiences.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS experiences (

@@ -19,13 +19,13 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import structlog
 
 from beyondagent_core.errors import RunError
+from beyondagent_core.logs import get_logger
 from beyondagent_plugin_experience.config import EmbeddingConfig
 from beyondagent_plugin_experience.embeddings import Embedder
 
-log = structlog.get_logger("beyondagent.experience")
+log = get_logger("beyondagent.experience")
 
 TABLE = "experience_vectors"
 META = "CREATE TABLE IF NOT EXISTS experience_meta (key TEXT PRIMARY KEY, value TEXT)"

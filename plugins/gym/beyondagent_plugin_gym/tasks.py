@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import structlog
-
 from beyondagent_core import Task
 from beyondagent_core.jsonl import BadRecords
+from beyondagent_core.logs import get_logger
 from beyondagent_plugin_gym.base import TextGymEnv
 from beyondagent_plugin_gym.cliffwalking import CliffWalking
 from beyondagent_plugin_gym.config import (
@@ -32,7 +31,7 @@ from beyondagent_plugin_gym.frozenlake import FrozenLake
 from beyondagent_plugin_gym.seeds import split_task_id
 from beyondagent_plugin_gym.taxi import Taxi
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class GymTasks:

@@ -26,17 +26,17 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
 
-log = structlog.get_logger("beyondagent.llm_judge")
+log = get_logger("beyondagent.llm_judge")
 
 MODES = ("binary", "score")
 PLACEHOLDERS = ("query", "reference", "transcript", "instructions")

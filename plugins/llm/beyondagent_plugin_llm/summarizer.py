@@ -26,14 +26,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, OpenAIChat
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Task, Trajectory, Turn
 
-log = structlog.get_logger("beyondagent.llm_summarizer")
+log = get_logger("beyondagent.llm_summarizer")
 
 MASK = "[seed query hidden]"
 OBSERVATION_ROLES = ("user", "tool")

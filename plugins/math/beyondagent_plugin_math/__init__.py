@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
 from beyondagent_core import RewardSpec, TaskSourceSpec, WorkflowSpec, hookimpl
+from beyondagent_core.logs import get_logger
 from beyondagent_plugin_math.config import (
     ArithmeticConfig,
     MathAnswerConfig,
@@ -30,7 +29,7 @@ __all__ = [
 ]
 
 _PACKAGE = "beyondagent_plugin_math"
-log = structlog.get_logger("beyondagent.math")
+log = get_logger("beyondagent.math")
 
 
 def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None,

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from omegaconf import MISSING
 
-from beyondagent_core.checks import names
+from beyondagent_core.checks import MISSING, names
 
 ARITHMETIC_OPERATORS = ("+", "-", "*", "/")
 SPLITS = ("train", "val", "test")

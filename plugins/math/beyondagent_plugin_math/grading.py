@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import structlog
-
+from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Reward
 from beyondagent_plugin_math.answers import all_boxed, extract_answer, reference_answers
 from beyondagent_plugin_math.equivalence import check_answer
 from beyondagent_plugin_math.verify_worker import VerifyWorker
 
-log = structlog.get_logger("beyondagent.math.grading")
+log = get_logger("beyondagent.math.grading")
 
 
 def grade(solution: Any, ground_truth: Any, *, last_number: bool = False, format_score: float = 0.0,

@@ -47,12 +47,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
+from beyondagent_core.logs import get_logger
 from beyondagent_plugin_math.config import SandboxConfig
 from beyondagent_plugin_math.jail import UNAVAILABLE_EXIT, UNAVAILABLE_MARK
 
-log = structlog.get_logger("beyondagent.math.sandbox")
+log = get_logger("beyondagent.math.sandbox")
 
 CODE_FILE = "main.py"
 JAIL = Path(__file__).with_name("jail.py")

@@ -21,9 +21,10 @@ import threading
 from typing import IO, Any
 
 import attrs
-import structlog
 
-log = structlog.get_logger("beyondagent.math.verify")
+from beyondagent_core.logs import get_logger
+
+log = get_logger("beyondagent.math.verify")
 
 STARTUP_TIMEOUT = 120.0  # importing sympy on a busy machine
 

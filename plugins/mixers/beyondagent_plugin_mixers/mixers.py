@@ -14,10 +14,14 @@ import math
 import random
 from collections.abc import Sequence
 
-import structlog
-
 from beyondagent_core import Task
-from beyondagent_plugin_mixers.config import SCHEDULES, OriginalConfig, RatioConfig, SyntheticConfig
+from beyondagent_core.logs import get_logger
+from beyondagent_plugin_mixers.config import (
+    SCHEDULES,
+    OriginalConfig,
+    RatioConfig,
+    SyntheticConfig,
+)
 
 # Absorbs float error so that e.g. 100 * 0.29 (= 28.999999999999996) counts as 29.
 _ROUNDING_SLACK = 1e-9
@@ -150,7 +154,7 @@ class Ratio:
         wanted = synthetic_count(len(original), self.ratio_for_epoch(epoch))
         eligible = cap_per_seed(synthetic, self.config.per_seed_cap, rng)
         if wanted > len(eligible):
-            structlog.get_logger(__name__).warning(
+            get_logger(__name__).warning(
                 "mixer.not_enough_synthetic", wanted=wanted, available=len(eligible), epoch=epoch
             )
             picked = eligible

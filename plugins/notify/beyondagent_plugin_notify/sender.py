@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 
-import structlog
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.notify")
+log = get_logger("beyondagent.notify")
 
 SEND_SECONDS = 15.0
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.checks import FieldRangeError, number
+from beyondagent_core.logs import get_logger
 
-log = structlog.get_logger("beyondagent.notify")
+log = get_logger("beyondagent.notify")
 
 ENV_URLS = "BEYONDAGENT_NOTIFY_URLS"
 EVENTS = ("finished", "failed", "stalled")

@@ -27,17 +27,21 @@ from collections import defaultdict
 from typing import Any
 
 import attrs
-import structlog
 
 from beyondagent_core.errors import BeyondAgentError, EnvMethodMissing, RunError
+from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import AsyncEnv, ChatLLM, Message
 from beyondagent_core.runtime.react import check_messages
 from beyondagent_core.runtime.tokens import ContextLengthExceeded
 from beyondagent_core.types import Task, Trajectory, Turn
 from beyondagent_plugin_random_explorer.config import RandomExplorerConfig, check_config
-from beyondagent_plugin_random_explorer.prompt import explorer_messages, mask_query, valid_actions_note
+from beyondagent_plugin_random_explorer.prompt import (
+    explorer_messages,
+    mask_query,
+    valid_actions_note,
+)
 
-log = structlog.get_logger("beyondagent.random_explorer")
+log = get_logger("beyondagent.random_explorer")
 
 
 def exploration_seed(config_seed: int, task_id: str, index: int) -> int:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
 
 from beyondagent_core.checks import number
 from beyondagent_core.errors import SpecError
-from beyondagent_core.spec import Spec
+
+if TYPE_CHECKING:
+    from beyondagent_core.spec import Spec
 
 # Keys of `backend` that may change between a run and its `--resume`: they change how long
 # or how often, not what is learned.

@@ -18,12 +18,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import structlog
-
 from beyondagent_core import metric_names
 from beyondagent_core.episode_records import EPISODES_FILE
 from beyondagent_core.errors import BeyondAgentError
 from beyondagent_core.jsonl import append_jsonl
+from beyondagent_core.logs import get_logger
 from beyondagent_core.run_records import (  # noqa: F401 - read_* re-exported for the backend's callers
     METRICS_FILE,
     SAMPLES_FILE,
@@ -34,7 +33,7 @@ from beyondagent_core.run_records import (  # noqa: F401 - read_* re-exported fo
 )
 from beyondagent_core.types import Trajectory
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 TENSORBOARD_DIR = "tensorboard"
 

@@ -23,11 +23,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import structlog
 import torch
 
 from beyondagent_core import metric_names
-from beyondagent_core.advantages import AdvantageBatch, AdvantageError, check_advantages, scored_episode
+from beyondagent_core.advantages import (
+    AdvantageBatch,
+    AdvantageError,
+    check_advantages,
+    scored_episode,
+)
 from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
 from beyondagent_core.episode_records import (
     EPISODES_FILE,
@@ -39,7 +43,12 @@ from beyondagent_core.episode_records import (
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.failures import FailureTally, check_failures
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
-from beyondagent_core.runtime.guidance import Guidance, stripped_sequence, trains_stripped
+from beyondagent_core.logs import get_logger
+from beyondagent_core.runtime.guidance import (
+    Guidance,
+    stripped_sequence,
+    trains_stripped,
+)
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
@@ -52,13 +61,23 @@ from beyondagent_plugin_torch.checkpoint import (
 )
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
-from beyondagent_plugin_torch.metrics_log import SAMPLES_FILE, MetricsLog, read_metrics, read_samples
-from beyondagent_plugin_torch.models import load_policy, resolve_attention, resolve_device, resolve_dtype
+from beyondagent_plugin_torch.metrics_log import (
+    SAMPLES_FILE,
+    MetricsLog,
+    read_metrics,
+    read_samples,
+)
+from beyondagent_plugin_torch.models import (
+    load_policy,
+    resolve_attention,
+    resolve_device,
+    resolve_dtype,
+)
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
 from beyondagent_plugin_torch.update import grpo_update, make_batch
 
-log = structlog.get_logger("beyondagent.torch")
+log = get_logger("beyondagent.torch")
 
 # What a fresh run moves aside when its run directory holds an earlier training.
 TRAINING_OUTPUTS = ("checkpoints", "metrics.jsonl", "samples.jsonl", "episode_errors.jsonl", "report.html",
@@ -160,7 +179,13 @@ class Trainer:
     # --- the loop -------------------------------------------------------------------------
 
     def fit(self) -> dict[str, Any]:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
 
         config, run = self.config, self.run
         # Everything imported and loaded so far lives for the whole run: keep it out of the

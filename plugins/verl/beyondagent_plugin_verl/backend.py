@@ -27,18 +27,18 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import structlog
 import yaml
 
 from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl
+from beyondagent_core.logs import get_logger
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
 from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
 from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, verl_overrides
 
-log = structlog.get_logger("beyondagent.verl")
+log = get_logger("beyondagent.verl")
 
 VERL_DIR = "verl"
 CONFIG_FILE = "verl_config.yaml"

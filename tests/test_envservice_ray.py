@@ -7,8 +7,10 @@ plugin's FrozenLake and the test kit's toy env (its module is put on the workers
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -98,6 +100,37 @@ def test_errors_timeouts_and_tainted_actors() -> None:
                 assert host.slots[-1] is not hung_slot
             await hung.close()  # the tainted actor's last env: it is killed
             assert hung_slot not in host.slots
+
+        asyncio.run(main())
+        assert served.pool.stats()["live"] == 0
+
+
+class SlowFirstBuild(ToyEnv):
+    """The first env ever built (a flag file, shared by the actor processes) takes 4 s to build."""
+
+    def __init__(self, flag: str) -> None:
+        super().__init__()
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+            time.sleep(4)
+
+
+def test_a_create_that_times_out_kills_the_actor_building_it(tmp_path) -> None:
+    factory = functools.partial(SlowFirstBuild, str(tmp_path / "built-once"))
+    host = RayHost(factory, RayOptions(num_cpus=0.1, envs_per_actor=2, max_actors=2))
+    with running_server(env_name="toy", host=host, call_timeout=1.0, open_timeout=1.0) as served:
+        client = EnvServiceClient(served.url)
+
+        async def main() -> None:
+            slow = client.env("toy")
+            with pytest.raises(EnvServiceError, match="504"):
+                await slow.reset(Task("slow"))
+            # The actor still building the abandoned env took no other env and is gone: nothing leaks.
+            assert host.slots == []
+            async with client.env("toy") as fine:
+                await fine.reset(Task("fine"))
+                assert (await fine.step({"role": "assistant", "content": "x"})).reward == 1.0
+            await slow.close()
 
         asyncio.run(main())
         assert served.pool.stats()["live"] == 0

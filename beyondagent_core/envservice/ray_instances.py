@@ -128,7 +128,11 @@ class RayHost:
         handle = RayHandle(slot, uuid.uuid4().hex)
         try:
             await self._await(slot.actor.open.remote(handle.key), slot)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                # Timed out (or the client left): the actor may still be building this env, which
+                # nobody will close. It takes no new envs and is killed once its others are gone.
+                slot.tainted = True
             self._forget(handle)
             raise
         return handle

@@ -65,15 +65,6 @@ def read_token(var: str | None) -> str | None:
     return token
 
 
-def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    return sock
-
-
 def url_of(sock: socket.socket, host: str) -> str:
     port = sock.getsockname()[1]
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else ("localhost" if host == "::" else host)
@@ -88,6 +79,8 @@ def run_view_command(args: argparse.Namespace) -> int:
                                "the runs, so a token is required", where=WHERE,
                                hint="export VIEW_TOKEN=<a secret> and add --token-env VIEW_TOKEN, "
                                     "or keep the default --host 127.0.0.1 (ssh -L to reach it from elsewhere)")
+    from beyondagent_core.envservice.server import bind  # the env service's listener (starlette: not at start-up)
+
     try:
         sock = bind(args.host, args.port)
     except OSError as exc:
@@ -142,6 +135,8 @@ class ServerThread:
 
     def __init__(self, app: object, host: str = "127.0.0.1"):
         import uvicorn
+
+        from beyondagent_core.envservice.server import bind
 
         self.sock = bind(host, 0)
         self.url = url_of(self.sock, host)

@@ -128,8 +128,9 @@ def test_an_env_abandoned_while_idle_is_closed_at_once_on_a_worker() -> None:
         env = await host.open()
         await host.call(env, "reset", (Task("idle"),))
         host.abandon(env)  # e.g. the hung call returned just before the pool gave up on it
-        await asyncio.to_thread(wait_until, lambda: env.close_calls == 1)
-        assert host.stats() == {"abandoned_waiting": 0, "abandoned_closed": 1}
+        # Counted right after the close returns (on the worker thread): wait for the count, not the close.
+        await asyncio.to_thread(wait_until, lambda: host.stats()["abandoned_closed"] == 1)
+        assert host.stats() == {"abandoned_waiting": 0, "abandoned_closed": 1} and env.close_calls == 1
         await host.shutdown()
         return env
 

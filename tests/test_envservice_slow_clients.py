@@ -122,3 +122,30 @@ def test_at_most_one_summary_line_per_interval() -> None:
     events = asyncio.run(scenario())
     assert [event["closed"] for event in events if event["event"] == SUMMARY] == [600, 2]
     assert len([event for event in events if event["event"] == PER_CONNECTION]) == 602
+
+
+def test_served_connections_send_small_writes_at_once() -> None:
+    """TCP_NODELAY on each accepted connection: uvicorn's h11 protocol writes headers and body
+    separately, and without it every response waited 40 ms for the client's delayed ACK."""
+    import socket
+
+    from beyondagent_core.envservice.slow_clients import no_delay
+
+    class Transport:
+        def __init__(self, sock: socket.socket):
+            self.sock = sock
+
+        def get_extra_info(self, name: str):
+            return self.sock if name == "socket" else None
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    try:
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
+        no_delay(Transport(accepted))
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        no_delay(Transport(None))  # a transport without a socket (a test double, a pipe): nothing to do
+    finally:
+        for sock in (accepted, client, listener):
+            sock.close()

@@ -17,6 +17,8 @@ A slowloris attack closes hundreds of connections at once, so each close is a de
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from typing import Any
 
 from beyondagent_core.logs import get_logger
@@ -59,6 +61,16 @@ class SlowClients:
                      why="no complete request headers within --header-timeout")
 
 
+def no_delay(transport: Any) -> None:
+    """Send small writes at once (TCP_NODELAY). uvicorn's h11 protocol writes a response's headers
+    and body separately; without it the second write waits for the client's delayed ACK: 40 ms a
+    request on Linux (measured: 44 ms per request, 3x fewer steps/s than with httptools)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float,
                      slow_clients: SlowClients | None = None) -> type[asyncio.Protocol]:
     """`base` with a deadline on every request's headers (see the module docstring); `slow_clients`
@@ -69,6 +81,7 @@ def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float,
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
+            no_delay(transport)
             super().connection_made(transport)
             self._arm()
 

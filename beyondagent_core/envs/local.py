@@ -3,7 +3,10 @@
 `LocalEnvOpener` makes one per episode (the run's `EnvOpener` for `service: local`).
 
 Each call runs the env's own method in a worker thread (`asyncio.to_thread`), so many
-episodes share one event loop while a slow `step` blocks nobody. Calls to one env are
+episodes share one event loop while a slow `step` blocks nobody. Even for a cheap env the hop
+costs nothing measurable: FrozenLake's calls run inline on the loop saved 15 of the 93 ms a
+32-episode rollout spends outside generation, but no wall time (0.549 vs 0.546 s, 5 trials),
+since env calls in threads overlap the decoding of the other episodes. Calls to one env are
 serialized by a lock, so `close()` after a cancelled `step` waits for that step to end
 instead of racing it. Return types are checked, so a broken env fails where it broke.
 

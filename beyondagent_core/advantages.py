@@ -95,6 +95,9 @@ class Advantages:
 
     per_token: list[np.ndarray]
     metrics: dict[str, float] = attrs.field(factory=dict)
+    # Optional, for people to read (`beyondagent view`): one value per step (model turn) of each
+    # episode — ADCA's step rewards, GiGPO's step-level advantages; None for an episode without.
+    per_step: list[np.ndarray | None] | None = None
 
 
 class AdvantageError(ValueError):
@@ -115,6 +118,16 @@ def check_advantages(result: Any, batch: AdvantageBatch, *, who: str) -> Advanta
                                  f"its advantages have shape {shape}")
         if not np.all(np.isfinite(values)):
             raise AdvantageError(f"{who}: episode {index} ({episode.task.task_id}) got a NaN or infinite advantage")
+    if result.per_step is not None:
+        if len(result.per_step) != len(batch.episodes):
+            raise AdvantageError(f"{who} returned step values for {len(result.per_step)} of "
+                                 f"{len(batch.episodes)} episodes")
+        for index, (values, episode) in enumerate(zip(result.per_step, batch.episodes)):
+            if values is None:
+                continue
+            if getattr(values, "shape", None) != (len(episode.steps),) or not np.all(np.isfinite(values)):
+                raise AdvantageError(f"{who}: episode {index} ({episode.task.task_id}) has {len(episode.steps)} "
+                                     f"steps; its step values must be as many finite numbers, got {values!r}")
     for name, value in result.metrics.items():
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             raise AdvantageError(f"{who}: metric {name!r} is {value!r}, not a finite number")

@@ -88,6 +88,8 @@ def test_episode_tokens_mask_logprobs_and_advantages(client: httpx.Client) -> No
     assert "log-prob -2.500" in spans[7][1] and "advantage +0.7500" in spans[7][1]
     assert "&lt;FrozenLake&gt;" in html and "<FrozenLake>" not in html  # text from the run is escaped
     assert 'data-tokens="13" data-trained="5"' in html
+    # The estimator's value for each model turn, next to that turn.
+    assert re.findall(r'step value ([+-][0-9.]+)', html) == ["+0.800", "+0.700"]
     assert "side by side" in html
     missing = client.get("/r/0/episode/999")
     assert missing.status_code == 404 and "no episode 999" in missing.text

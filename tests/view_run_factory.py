@@ -33,8 +33,9 @@ def record(step: int, index: int, *, split: str = "train", answer: str = "right"
     advantages = None if advantage is None else [advantage * bit for bit in mask]
     ids = [10 + i for i in range(len(pieces))]
     tokens = token_view(ids, mask, logprobs, advantages, pieces, [(6, 9), (11, 13)], prompt_length=6)
+    step_values = None if advantage is None else [advantage + 0.05, advantage - 0.05]
     return episode_record(step=step, split=split, index=index, group=group, trajectory=trajectory, tokens=tokens,
-                          guided=guided)
+                          guided=guided, step_values=step_values)
 
 
 def write_step(run_dir: Path, step: int, *, groups: int = 2, successes: tuple[int, ...] = (0,)) -> None:

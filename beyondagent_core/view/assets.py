@@ -40,6 +40,8 @@ table.list tr.badline td { background: #fdecea; }
 .turn { margin: .45em 0; border-left: 3px solid #d0d0d6; padding-left: .6em; }
 .turn.assistant { border-left-color: #0b57d0; }
 .role { font-weight: 600; font-size: .78em; text-transform: uppercase; color: #555; }
+.stepvalue { text-transform: none; font-weight: 400; margin-left: .6em; padding: 0 .4em; border-radius: 3px;
+             background: #eef; color: #335; }
 pre { white-space: pre-wrap; word-break: break-word; background: #f6f6f8; padding: .45em .6em; margin: .2em 0;
       font-size: .85em; }
 .tokens { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: .82em; white-space: pre-wrap;

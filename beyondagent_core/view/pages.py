@@ -187,7 +187,7 @@ def episode_page(run: Any, row: dict[str, Any], record: dict[str, Any], tokens: 
         parts.append(_token_controls(record))
         parts.append(token_box(tokens, "mask"))
     parts.append("<h3>Turns</h3>")
-    parts += [_turn(turn) for turn in record.get("turns") or [] if isinstance(turn, dict)]
+    parts += _turns(record)
     if record.get("details"):
         details = json.dumps(record["details"], ensure_ascii=False, indent=1, default=str)
         parts.append(f"<h3>Judge details</h3><pre>{esc(details)}</pre>")
@@ -229,7 +229,23 @@ def _block(record: dict[str, Any]) -> dict[str, Any]:
     return block if isinstance(block, dict) else {}
 
 
-def _turn(turn: dict[str, Any]) -> str:
+def _turns(record: dict[str, Any]) -> list[str]:
+    """The conversation; each model turn with the estimator's value for that step, where it gave one."""
+    values = record.get("step_values")
+    values = values if isinstance(values, list) else []
+    shown, model_turn = [], 0
+    for turn in record.get("turns") or []:
+        if not isinstance(turn, dict):
+            continue
+        value = None
+        if turn.get("role") == "assistant":
+            value = values[model_turn] if model_turn < len(values) else None
+            model_turn += 1
+        shown.append(_turn(turn, value))
+    return shown
+
+
+def _turn(turn: dict[str, Any], step_value: Any = None) -> str:
     content = str(turn.get("content") or "")
     if len(content) > MAX_TURN_CHARS:
         content = f"{content[:MAX_TURN_CHARS]}\n… ({len(content) - MAX_TURN_CHARS} more characters)"
@@ -237,7 +253,12 @@ def _turn(turn: dict[str, Any]) -> str:
     calls = ""
     if turn.get("tool_calls"):
         calls = f"<pre>tool calls: {esc(json.dumps(turn['tool_calls'], ensure_ascii=False, default=str))}</pre>"
-    return f'<div class="turn {esc(role)}"><div class="role">{esc(role)}</div><pre>{esc(content)}</pre>{calls}</div>'
+    badge = ""
+    if isinstance(step_value, int | float):
+        badge = (f' <span class="stepvalue" title="the advantage estimator\'s value for this step (ADCA: its step '
+                 f'reward; GiGPO: its step-level advantage)">step value {step_value:+.3f}</span>')
+    return (f'<div class="turn {esc(role)}"><div class="role">{esc(role)}{badge}</div><pre>{esc(content)}</pre>'
+            f'{calls}</div>')
 
 
 def _token_controls(record: dict[str, Any]) -> str:

@@ -197,6 +197,7 @@ class Adca:
         for index, episode in enumerate(episodes):
             members.setdefault(episode.group, []).append(index)
         good = judged_steps = 0
+        per_step: list[np.ndarray | None] = [None] * len(episodes)  # r_k of each judged episode, for the viewer
         for indices in members.values():
             if any(labels[i] is None for i in indices):
                 fallback += 1
@@ -213,6 +214,8 @@ class Adca:
                 weight = alpha / math.sqrt(len(z)) if config.scale == "inv_sqrt_k" else alpha
                 rewards = weight * z
                 rewards[-1] += outcome_z[i]
+                if len(rewards) == len(episode.steps):
+                    per_step[i] = rewards.astype(np.float32)
                 values = np.zeros(episode.length, dtype=np.float32)
                 for step, advantage in zip(episode.steps, suffix_sums(rewards)):
                     values[step.start:step.end] = advantage
@@ -228,7 +231,7 @@ class Adca:
             "cache_hits": float(self.totals["cache_hits"] - before["cache_hits"]),
             "judge_failures": float(self.totals["failures"] - before["failures"]),
         })
-        return Advantages(per_token=per_token, metrics=metrics)
+        return Advantages(per_token=per_token, metrics=metrics, per_step=per_step)
 
     # --- the step judge ---------------------------------------------------------------------
 

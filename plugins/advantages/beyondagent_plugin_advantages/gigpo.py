@@ -75,13 +75,15 @@ class Gigpo:
             step_level = np.where([sizes[key] == 1 for key in keys], 0.0, step_level)
 
         per_token = [(episode.token_mask * episode_level[i]).astype(np.float32) for i, episode in enumerate(episodes)]
+        per_step = [np.zeros(len(episode.steps), dtype=np.float32) for episode in episodes]  # for the viewer
         for (index, t), value in zip(owners, step_level):
             step = episodes[index].steps[t]
             per_token[index][step.start:step.end] += np.float32(config.step_weight * value)
+            per_step[index][t] = value
         grouped = [sizes[key] for key in keys if sizes[key] > 1]
         # anchor groups holding a step other than a first one: states the rollouts came back to
         later = {key for (index, t), key in zip(owners, keys) if t > 0 and sizes[key] > 1}
-        return Advantages(per_token=per_token, metrics={
+        return Advantages(per_token=per_token, per_step=per_step, metrics={
             "anchor_groups": float(sum(1 for size in sizes.values() if size > 1)),
             "later_anchor_groups": float(len(later)),
             "steps_in_anchor_groups": len(grouped) / len(keys) if keys else 0.0,

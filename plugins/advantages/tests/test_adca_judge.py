@@ -59,6 +59,7 @@ def test_advantages_follow_the_judges_labels(openai_server: Any) -> None:
     r_win = [0.3 / std, -0.1 / std + out]
     assert values_per_step(result.per_token[0], win) == pytest.approx([r_win[0] + r_win[1], r_win[1]], rel=1e-4)
     assert values_per_step(result.per_token[1], loss) == pytest.approx([-0.1 / std - out], rel=1e-4)
+    assert result.per_step[0].tolist() == pytest.approx(r_win, rel=1e-4)  # r_k, shown by the viewer
     assert result.metrics["active"] == 1 and result.metrics["good_step_share"] == pytest.approx(1 / 3)
     assert result.metrics["judged"] == 2 and result.metrics["fallback_groups"] == 0
 

@@ -107,6 +107,24 @@ def test_gigpo_adds_step_advantages_of_anchor_state_groups() -> None:
     assert result.metrics["anchor_groups"] == 1 and result.metrics["steps_in_anchor_groups"] == 0.5
     zero = Gigpo(GigpoConfig(gamma=0.5, singleton="zero")).estimate(batch).per_token
     assert step_values(zero[0], win) == pytest.approx([2 * R2, R2], rel=1e-5)
+    # The step-level part alone, one value per step, for the viewer: A's group +-1/sqrt(2); B 1, C 0.
+    assert result.per_step[0].tolist() == pytest.approx([R2, 1.0], rel=1e-5)
+    assert result.per_step[1].tolist() == pytest.approx([-R2, 0.0], abs=1e-5)
+
+
+def test_step_values_must_match_the_steps() -> None:
+    import numpy as np
+
+    from beyondagent_core.advantages import AdvantageError, Advantages
+
+    win = scored("g", 1.0, ["A", "B"])
+    batch = AdvantageBatch(episodes=(win,))
+    good = Advantages(per_token=[np.zeros(win.length, np.float32)], per_step=[np.array([0.5, -0.5])])
+    assert check_advantages(good, batch, who="t") is good
+    assert check_advantages(Advantages(per_token=good.per_token, per_step=[None]), batch, who="t")
+    for wrong in ([np.array([0.5])], [np.array([0.5, np.nan])], []):
+        with pytest.raises(AdvantageError, match="step values"):
+            check_advantages(Advantages(per_token=good.per_token, per_step=wrong), batch, who="t")
 
 
 def test_gigpo_anchors_ignore_whitespace_but_not_other_groups() -> None:

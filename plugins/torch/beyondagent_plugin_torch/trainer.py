@@ -242,8 +242,8 @@ class Trainer:
         if self.guidance is not None:
             self.strip_guided(episodes)
 
-        advantages, advantage_metrics = self.estimate_advantages(step, episodes)
-        self.write_episodes(metrics_log, step, "train", episodes, advantages)
+        advantages, step_values, advantage_metrics = self.estimate_advantages(step, episodes)
+        self.write_episodes(metrics_log, step, "train", episodes, advantages, step_values)
         flat_groups = self.count_flat_groups(step, episodes)
         trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
         if not trainable:
@@ -283,8 +283,10 @@ class Trainer:
             **kv_metrics,
         }
 
-    def estimate_advantages(self, step: int, episodes: list[Episode]) -> tuple[list[Any], dict[str, float]]:
-        """Per-token advantages of each episode from the run's estimator, and its metrics (`advantage/...`)."""
+    def estimate_advantages(self, step: int, episodes: list[Episode]
+                            ) -> tuple[list[Any], list[Any] | None, dict[str, float]]:
+        """Per-token advantages of each episode from the run's estimator, its per-step values (for the
+        viewer; None when it gives none) and its metrics (`advantage/...`)."""
         batch = AdvantageBatch(
             episodes=tuple(scored_episode(e.group, e.trajectory, e.sequence.turn_spans, len(e.sequence))
                            for e in episodes),
@@ -295,7 +297,7 @@ class Trainer:
         except AdvantageError as exc:
             raise RunError(f"step {step}: {exc}", hint="report this to the estimator's author") from exc
         metrics = {f"{metric_names.ADVANTAGE_PREFIX}{name}": float(value) for name, value in result.metrics.items()}
-        return result.per_token, metrics
+        return result.per_token, result.per_step, metrics
 
     def strip_guided(self, episodes: list[Episode]) -> None:
         """Guided episodes trained without their experience (`experience.training`) get the replayed,
@@ -395,7 +397,7 @@ class Trainer:
         metrics_log.write_samples(step, split, [episodes[i].trajectory for i in sorted(picked)])
 
     def write_episodes(self, metrics_log: MetricsLog, step: int, split: str, episodes: list[Episode],
-                       advantages: list[Any] | None) -> None:
+                       advantages: list[Any] | None, step_values: list[Any] | None = None) -> None:
         """The token records of the episodes `logging.episodes` keeps (`episodes.jsonl`, for `beyondagent view`)."""
         failed = [e.trajectory.error is not None or not (e.trajectory.reward and e.trajectory.reward.success)
                   for e in episodes]
@@ -406,9 +408,10 @@ class Trainer:
             per_token = None if advantages is None else [float(a) for a in advantages[i]]
             tokens = token_view(sequence.input_ids, sequence.loss_mask, sequence.logprobs, per_token,
                                 self.pieces.pieces(sequence.input_ids), sequence.turn_spans, sequence.prompt_length)
+            values = None if step_values is None or step_values[i] is None else [float(v) for v in step_values[i]]
             records.append(episode_record(step=step, split=split, index=i, group=episode.group,
                                           trajectory=episode.trajectory, tokens=tokens, guided=episode.guided,
-                                          off_policy=episode.off_policy))
+                                          off_policy=episode.off_policy, step_values=values))
         metrics_log.write_episodes(records)
 
     def save(self, step: int) -> None:

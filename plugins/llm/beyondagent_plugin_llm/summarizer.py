@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.checks import number
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, OpenAIChat
 from beyondagent_core.logs import get_logger
@@ -58,16 +59,6 @@ that accomplish it, in order, as the agent wrote them"}
 `confidence` (0 to 1) is how sure you are that the action sequence accomplishes the task."""
 
 
-def _check_non_negative(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 0:
-        raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
-
-
-def _check_positive(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
-
-
 @attrs.define
 class LLMSummarizerConfig:
     """`task_summary_history_length`: how many of the last action/observation pairs the LLM sees
@@ -77,8 +68,8 @@ class LLMSummarizerConfig:
     own; None uses the LLM the exploration stage hands in (the explorer's).
     """
 
-    task_summary_history_length: int = attrs.field(default=10, validator=_check_non_negative)
-    max_tasks: int = attrs.field(default=3, validator=_check_positive)
+    task_summary_history_length: int = attrs.field(default=10, validator=number(ge=0))
+    max_tasks: int = attrs.field(default=3, validator=number(ge=1))
     entities: list[str] = attrs.field(factory=list)
     operations: list[str] = attrs.field(factory=list)
     difficulty: str | None = None

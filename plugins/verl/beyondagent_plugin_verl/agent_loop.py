@@ -126,7 +126,11 @@ class BeyondAgentLoop(AgentLoopBase):
                        response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         started = time.perf_counter()
         trajectory = await runner.run(task, llm)
-        output = self.output(llm, trajectory, seconds=time.perf_counter() - started)
+        # the weights version of an episode that never generated (it failed first): the ones this step
+        # was generated with, one step behind in verl's synchronous trainer
+        step = _plain_int(row.get("global_steps"))
+        output = self.output(llm, trajectory, seconds=time.perf_counter() - started,
+                             versions=llm.weight_versions(max(step - 1, 0) if step is not None else 0))
         self.spool(worker, row, llm, trajectory, output)
         return output
 
@@ -164,7 +168,8 @@ class BeyondAgentLoop(AgentLoopBase):
         episode_spool.spool(Path(self.run_dir), step, {**facts, "global_steps": step, "split": split, "group": group,
                                                        "epoch": extra.get("epoch"), "episode": record})
 
-    def output(self, llm: VerlChat, trajectory: Trajectory, *, seconds: float) -> AgentLoopOutput:
+    def output(self, llm: VerlChat, trajectory: Trajectory, *, seconds: float,
+               versions: tuple[int | None, int | None] = (None, None)) -> AgentLoopOutput:
         prompt_ids, response_ids, response_mask, logprobs = llm.response()
         if not prompt_ids:  # the episode failed before its first prompt: a one-token stand-in, mask 0
             prompt_ids = [self._pad_id()]
@@ -180,6 +185,9 @@ class BeyondAgentLoop(AgentLoopBase):
             num_turns=len(trajectory.turns),
             metrics=AgentLoopMetrics(generate_sequences=0.0),
             extra_fields={
+                # verl's V1 trainer computes off-policy staleness from these (and needs them set)
+                "min_global_steps": versions[0],
+                "max_global_steps": versions[1],
                 # verl's validation reports reward_extra_info per data source; `acc` becomes its
                 # core metric (val-core/<source>/acc/mean@1): our judge's success, i.e. pass@1
                 "reward_extra_info": {"acc": float(bool(reward.success)) if reward is not None else 0.0},

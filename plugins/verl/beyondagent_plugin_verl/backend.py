@@ -36,7 +36,7 @@ from beyondagent_core.logs import get_logger
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
 from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
-from beyondagent_plugin_verl.mapping import AGENT_NAME, RunFiles, verl_overrides
+from beyondagent_plugin_verl.mapping import AGENT_NAME, CPU_PLATFORM, RunFiles, verl_overrides
 
 log = get_logger("beyondagent.verl")
 
@@ -128,6 +128,8 @@ class VerlBackend:
             raise RunError(f"our agent loop is not registered in verl: {loop['error']}",
                            where="verl's venv (the `verl.plugins` entry point `beyondagent`)",
                            hint="beyondagent verl setup --rebuild")
+        if self.config.device == "cpu":
+            return  # Ray gets logical GPUs (mapping.cpu_settings)
         gpus = composed.get("gpus", [])
         on_cluster = self.config.ray_address is not None or os.environ.get("RAY_ADDRESS")
         if not on_cluster and len(gpus) < self.config.gpus_per_node:
@@ -135,8 +137,8 @@ class VerlBackend:
                            f"(backend.gpus_per_node) but torch in verl's venv sees {len(gpus)}",
                            where="backend.gpus_per_node",
                            hint="run on a machine with NVIDIA GPUs (docs/verl.md), or join a Ray cluster with "
-                                "backend.ray_address; on a CPU, `--dry-run` checks the config and "
-                                "`backend: torch` trains the same spec")
+                                "backend.ray_address; on a CPU, `backend.device: cpu` runs verl's trainer "
+                                "slowly (tests, development) and `backend: torch` trains the same spec")
 
     def _launch(self, run: RunContext, config_path: Path, venv: Any, *, steps: int) -> dict[str, Any]:
         verl_dir = config_path.parent
@@ -147,6 +149,9 @@ class VerlBackend:
                             "RAY_DEDUP_LOGS": "0", **self._secret_env(run)})
         if self.config.ray_address:
             env["RAY_ADDRESS"] = self.config.ray_address
+        if self.config.device == "cpu":
+            env["VERL_PLATFORM"] = CPU_PLATFORM  # Ray's workers inherit it from the trainer's process
+            env["VERL_ENGINE_DEVICE"] = "cuda"  # verl's FSDP engine (registered for cuda) runs on any torch device
         log.info("verl.started", config=str(config_path), log=str(log_path), steps=steps, resume=run.resume)
         started = time.monotonic()
         last: dict[str, Any] = {}

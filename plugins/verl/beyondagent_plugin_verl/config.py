@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 # Keys of `backend` that may change between a run and its `--resume`.
+DEVICES = ("cuda", "cpu")
 RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_checkpoints", "timeout_s")
 
 
@@ -56,7 +57,9 @@ class VerlConfig:
     max_prompt_tokens: int = 2048
     max_response_tokens: int = 8192
     val_temperature: float = 0.0
-    # hardware
+    # hardware: `cuda` is verl's own stack (vLLM rollout, FSDP on NCCL); `cpu` is ours for tests and
+    # development on a machine without GPUs (transformers rollout, FSDP2 on gloo, fp32; see cpu_rollout.py)
+    device: str = "cuda"
     nodes: int = 1
     gpus_per_node: int = 1
     tensor_parallel: int = 1
@@ -85,6 +88,8 @@ class VerlConfig:
         for name in ("warmup_steps", "eval_every", "save_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.device not in DEVICES:
+            raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.temperature < 0 or self.val_temperature < 0:

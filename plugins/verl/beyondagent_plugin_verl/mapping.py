@@ -20,6 +20,9 @@ from beyondagent_core.spec import Spec
 from beyondagent_plugin_verl.config import VerlConfig
 
 AGENT_NAME = "beyondagent"  # the name our agent loop is registered under in verl
+CPU_ROLLOUT = "beyondagent_hf"  # cpu_rollout.py's replica, for backend.device: cpu
+CPU_PLATFORM = "beyondagent_cpu"  # cpu_platform.py, picked by VERL_PLATFORM
+CPU_RAY_SLOTS = 16  # Ray's CPU count is logical: verl's actors each ask for one, the OS shares the cores
 ADV_ESTIMATORS = {"grpo": "grpo"}
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -93,8 +96,8 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put(f"{actor}.optim.lr_warmup_steps", config.warmup_steps if config.warmup_steps else -1, "backend.warmup_steps")
     put(f"{actor}.optim.weight_decay", config.weight_decay, "backend.weight_decay")
     put(f"{actor}.grad_clip", config.grad_clip, "backend.grad_clip")
-    # rollout: vLLM, token budgets, sampling, our agent loop
-    put(f"{rollout}.name", "vllm", "backend.name")
+    # rollout: vLLM (or our CPU rollout), token budgets, sampling, our agent loop
+    put(f"{rollout}.name", "vllm" if config.device == "cuda" else CPU_ROLLOUT, "backend.device")
     put(f"{rollout}.mode", "async", "backend.name")
     put(f"{rollout}.calculate_log_probs", True, "backend.name")
     put("data.max_prompt_length", config.max_prompt_tokens, "backend.max_prompt_tokens")
@@ -120,6 +123,9 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     # cluster
     put("trainer.nnodes", config.nodes, "backend.nodes")
     put("trainer.n_gpus_per_node", config.gpus_per_node, "backend.gpus_per_node")
+    if config.device == "cpu":
+        for key, value in cpu_settings(config).items():
+            put(key, value, "backend.device")
     # outputs: names, checkpoints in our run dir, validation, logging to a file we read
     put("trainer.project_name", config.project, "backend.project")
     put("trainer.experiment_name", spec.run.name, "run.name")
@@ -137,6 +143,37 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
             value += [] if "file" in value else ["file"]
         put(key, value, f"backend.verl.{key.lstrip('+')}")
     return out
+
+
+def cpu_settings(config: VerlConfig) -> dict[str, Any]:
+    """verl's trainer on CPU processes: our platform and rollout (cpu_platform.py, cpu_rollout.py).
+
+    Each of `gpus_per_node` trainer workers is a process holding one *logical* Ray GPU (Ray only
+    counts them); FSDP2 over gloo in fp32 with PyTorch's own attention (no flash-attn, no padding
+    removal, no torch.compile); one storage unit, reward worker and agent-loop worker where verl
+    defaults to eight, for a machine with a few cores.
+    """
+    actor, ref, model = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.model"
+    return {
+        "trainer.device": "cpu",
+        f"{actor}.strategy": "fsdp2",
+        f"{ref}.strategy": "fsdp2",
+        f"{actor}.fsdp_config.strategy": "fsdp2",
+        f"{actor}.fsdp_config.dtype": "float32",
+        f"+{actor}.fsdp_config.mixed_precision": {"param_dtype": "fp32", "reduce_dtype": "fp32",
+                                                  "buffer_dtype": "fp32"},  # FSDP's default computes in bf16
+        f"{actor}.fsdp_config.use_torch_compile": False,
+        f"{actor}.use_torch_compile": False,
+        f"{model}.use_remove_padding": False,
+        f"{model}.external_lib": "beyondagent_plugin_verl.cpu_process_group",
+        f"{model}.override_config": {"attn_implementation": "sdpa"},
+        "actor_rollout_ref.rollout.free_cache_engine": False,
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
+        "reward.num_workers": 1,
+        "data.dataloader_num_workers": 0,
+        "ray_kwargs.ray_init.num_cpus": CPU_RAY_SLOTS,
+        "+ray_kwargs.ray_init.num_gpus": config.gpus_per_node,
+    }
 
 
 def check(spec: Spec, config: VerlConfig) -> None:

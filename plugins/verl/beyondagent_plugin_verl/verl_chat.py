@@ -70,10 +70,21 @@ class VerlChat:
         token_ids = [int(t) for t in output.token_ids]
         logprobs = [float(x) for x in output.log_probs] if output.log_probs is not None else None
         self.sequence.add_generation(token_ids, logprobs)
+        extra = getattr(output, "extra_fields", None) or {}
         self.generations.append({"prompt_ids": list(ids), "token_ids": token_ids, "log_probs": logprobs,
-                                 "stop_reason": getattr(output, "stop_reason", None)})
+                                 "stop_reason": getattr(output, "stop_reason", None),
+                                 # the weights' version (trainer step) the server generated with
+                                 "min_global_steps": extra.get("min_global_steps", extra.get("global_steps")),
+                                 "max_global_steps": extra.get("max_global_steps", extra.get("global_steps"))})
         text = self.template.tokenizer.decode(token_ids, skip_special_tokens=True)
         return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs)
+
+    def weight_versions(self, fallback: int | None) -> tuple[int | None, int | None]:
+        """The first and last weights version (trainer step) this episode was generated with."""
+        first = next((g["min_global_steps"] for g in self.generations if g["min_global_steps"] is not None), None)
+        last = next((g["max_global_steps"] for g in reversed(self.generations) if g["max_global_steps"] is not None),
+                    None)
+        return (first if first is not None else fallback), (last if last is not None else fallback)
 
     def response(self) -> tuple[list[int], list[int], list[int], list[float]]:
         """(prompt ids, response ids, response mask, response log-probs), cut to `response_length`.

@@ -1,0 +1,163 @@
+"""A CPU "accelerator" for verl's trainer: `backend.device: cpu` (tests and development, no GPU).
+
+verl finds its hardware through `verl.plugin.platform.PlatformRegistry` (public: "external
+plugins can register their own platform classes"), picked by `VERL_PLATFORM`. This platform
+says: the device is `cpu`, collectives go over gloo, and each trainer worker still asks Ray for
+one `GPU` (verl's resource pools are built of GPU bundles) — the launcher starts Ray with that
+many *logical* GPUs, which Ray only counts. `device_module` stands in for `torch.cuda`: memory
+and stream calls verl makes between phases are no-ops or CPU answers.
+
+Registered when verl imports its `verl.plugins` entry points (`cpu_rollout.register`), in every
+process; chosen only when the launcher sets `VERL_PLATFORM=beyondagent_cpu`.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from verl.plugin.platform.platform_base import PlatformBase
+
+PLATFORM_NAME = "beyondagent_cpu"
+
+
+class CpuDevice:
+    """What verl calls on `torch.cuda` (through `get_torch_device()`), answered for the CPU."""
+
+    Stream = torch.cpu.Stream
+    Event = torch.Event
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+    @staticmethod
+    def get_device_name(*_: Any) -> str:
+        return "cpu"
+
+    @staticmethod
+    def current_stream(*_: Any) -> Any:
+        return torch.cpu.current_stream()
+
+    @staticmethod
+    def stream(value: Any = None) -> Any:
+        return torch.cpu.stream(value)
+
+    @staticmethod
+    def get_rng_state(*_: Any) -> torch.Tensor:
+        return torch.get_rng_state()
+
+    @staticmethod
+    def set_rng_state(state: torch.Tensor, *_: Any) -> None:
+        torch.set_rng_state(state)
+
+    @staticmethod
+    def mem_get_info(*_: Any) -> tuple[int, int]:
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+    @staticmethod
+    def memory_allocated(*_: Any) -> int:
+        return 0
+
+    memory_reserved = max_memory_allocated = max_memory_reserved = memory_allocated
+
+    @staticmethod
+    def _nothing(*_: Any, **__: Any) -> None:
+        return None
+
+    empty_cache = synchronize = set_device = ipc_collect = set_per_process_memory_fraction = _nothing
+    manual_seed = manual_seed_all = _nothing
+
+
+class CpuPlatform(PlatformBase):
+    """verl's platform interface on a machine with no accelerator."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self) -> Any:
+        return CpuDevice
+
+    def is_available(self) -> bool:
+        return True
+
+    def current_device(self) -> str:
+        # verl moves tensors with `.to(get_device_id())` and `torch.device(get_device_id())`: an index
+        # would mean accelerator 0; the device type works in every such call
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index: int) -> None:
+        return None
+
+    def synchronize(self, device_index: int | None = None) -> None:
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
+        return None, None
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        return None
+
+    def profiler_stop(self) -> None:
+        return None
+
+    def ray_resource_name(self) -> str:
+        return "GPU"  # logical GPUs: Ray counts them, nothing uses them
+
+    def ray_noset_envvars(self) -> list[str]:
+        return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self) -> Any:
+        return None
+
+
+def register() -> None:
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    if PlatformRegistry.get(PLATFORM_NAME) is None:
+        PlatformRegistry.register(platform=PLATFORM_NAME)(CpuPlatform)

@@ -136,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next((arg for arg in argv if not arg.startswith("-")), None)
     configure_logging(verbose="-v" in argv or "--verbose" in argv)
     parser, handlers = build_parser(plugin_commands=first not in BUILTIN_COMMANDS)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # `run spec.yaml --dry-run key=value`: argparse ends the overrides at the first option; the
+    # KEY=VALUE words after it are overrides too
+    if extra and hasattr(args, "overrides") and all("=" in word and not word.startswith("-") for word in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.verbose = getattr(args, "verbose", False)
     configure_logging(verbose=args.verbose)
     if args.command is None:

@@ -306,3 +306,14 @@ def test_output_dir_that_is_a_file(cli, spec, tmp_path):
     assert_clean_error(cli("run", str(spec), f"run.output_dir={tmp_path / 'afile'}"),
                        f"cannot write the run directory {tmp_path / 'afile' / 'r'}: Not a directory",
                        "keys run.output_dir and run.name", "point run.output_dir at a writable directory")
+
+
+def test_overrides_may_follow_an_option(cli, spec):
+    assert cli("run", str(spec), "--dry-run", "run.name=after_an_option").code == 0
+    result = cli("run", str(spec), "--dry-run", "mixture.name=after_an_option")  # applied: refused by name
+    assert_clean_error(result, "after_an_option")
+
+
+def test_an_unknown_option_after_the_spec_is_still_refused(cli, spec):
+    result = cli("run", str(spec), "--dry-run", "--nope")
+    assert result.code == 2 and "unrecognized arguments: --nope" in result.err

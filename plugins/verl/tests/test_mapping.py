@@ -13,6 +13,7 @@ import pytest
 import yaml
 from beyondagent_plugin_verl.mapping import (
     AGENT_NAME,
+    CPU_ROLLOUT,
     RunFiles,
     flatten,
     verl_overrides,
@@ -156,3 +157,22 @@ def test_the_grpo_estimators_own_norm_setting_reaches_verl(tmp_path: Path) -> No
     spec = spec_of(tmp_path, backend={"advantage": {"name": "grpo", "norm_by_std": False}},
                    algorithm={"norm_adv_by_std": True})
     assert mapped(spec, tmp_path)["algorithm.norm_adv_by_std_in_grpo"] is False
+
+
+def test_device_cpu_picks_our_platform_rollout_and_fp32(tmp_path: Path) -> None:
+    got = mapped(spec_of(tmp_path, backend={"device": "cpu", "gpus_per_node": 2}), tmp_path)
+    actor = "actor_rollout_ref.actor"
+    assert got["actor_rollout_ref.rollout.name"] == CPU_ROLLOUT
+    assert got["trainer.device"] == "cpu"
+    assert got["actor_rollout_ref.model.external_lib"] == "beyondagent_plugin_verl.cpu_process_group"
+    assert got[f"{actor}.strategy"] == "fsdp2" and got[f"{actor}.fsdp_config.dtype"] == "float32"
+    assert got[f"+{actor}.fsdp_config.mixed_precision"]["param_dtype"] == "fp32"
+    assert got["+ray_kwargs.ray_init.num_gpus"] == 2  # one logical GPU per trainer worker
+    default = mapped(spec_of(tmp_path), tmp_path)
+    assert default["actor_rollout_ref.rollout.name"] == "vllm" and "trainer.device" not in default
+
+
+def test_an_unknown_device_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        spec_of(tmp_path, backend={"device": "tpu"})
+    assert "device must be one of cuda, cpu" in str(caught.value)

@@ -44,6 +44,8 @@ from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.sources.parquet import row_to_task
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
+from beyondagent_plugin_verl.advantage_records import advantage_record
+from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
 from beyondagent_plugin_verl.mapping import AGENT_NAME
 from beyondagent_plugin_verl.verl_chat import VerlChat
 
@@ -67,6 +69,9 @@ class WorkerRuntime:
         self.context = RunContext(spec=spec, info=info, manager=session.manager)
         self.runner = self.context.episode_runner()
         self.sampling = EpisodeSampling(spec.logging.episodes, seed=spec.run.seed)
+        advantage = spec.component("backend.advantage")
+        # an estimator other than GRPO reads each episode's steps in verl's trainer (advantage_trainer.py)
+        self.records_steps = advantage is not None and advantage.name not in (None, "grpo")
         self.sessions: dict[tuple[Any, ...], int] = {}  # samples of a group seen here (rows without session_id)
         self._pieces: PieceCache | None = None
 
@@ -82,6 +87,16 @@ def runtime(spec_path: str, overrides: tuple[str, ...], run_dir: str) -> WorkerR
     if key not in _RUNTIMES:
         _RUNTIMES[key] = WorkerRuntime(spec_path, overrides, run_dir)
     return _RUNTIMES[key]
+
+
+def runtime_of_config(config: Any) -> WorkerRuntime:
+    """The runtime of the run a composed verl config belongs to (its agent_loop_config_path file)."""
+    import yaml
+
+    path = config.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    entry = next(e for e in yaml.safe_load(Path(path).read_text()) if e.get("name") == AGENT_NAME)
+    return runtime(str(entry["spec_path"]), tuple(str(o) for o in entry.get("spec_overrides") or ()),
+                   str(entry.get("run_dir") or Path(entry["spec_path"]).parent))
 
 
 def task_of(row: dict[str, Any]) -> Task:
@@ -131,6 +146,10 @@ class BeyondAgentLoop(AgentLoopBase):
         step = _plain_int(row.get("global_steps"))
         output = self.output(llm, trajectory, seconds=time.perf_counter() - started,
                              versions=llm.weight_versions(max(step - 1, 0) if step is not None else 0))
+        if worker.records_steps:
+            output.extra_fields[RECORD_KEY] = advantage_record(trajectory, llm.sequence.turn_spans,
+                                                               prompt_length=len(output.prompt_ids),
+                                                               response_length=len(output.response_ids))
         self.spool(worker, row, llm, trajectory, output)
         return output
 

@@ -36,7 +36,14 @@ from beyondagent_core.logs import get_logger
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
 from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
-from beyondagent_plugin_verl.mapping import AGENT_NAME, CPU_PLATFORM, RunFiles, verl_overrides
+from beyondagent_plugin_verl.mapping import (
+    ADVANTAGE_MODULE,
+    AGENT_NAME,
+    CPU_PLATFORM,
+    RunFiles,
+    own_estimator,
+    verl_overrides,
+)
 
 log = get_logger("beyondagent.verl")
 
@@ -149,6 +156,9 @@ class VerlBackend:
                             "RAY_DEDUP_LOGS": "0", **self._secret_env(run)})
         if self.config.ray_address:
             env["RAY_ADDRESS"] = self.config.ray_address
+        if own_estimator(run.spec):  # verl imports it in every process: registers our trainer mode
+            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(filter(None, [env.get("VERL_USE_EXTERNAL_MODULES"),
+                                                                       ADVANTAGE_MODULE]))
         if self.config.device == "cpu":
             env["VERL_PLATFORM"] = CPU_PLATFORM  # Ray's workers inherit it from the trainer's process
             env["VERL_ENGINE_DEVICE"] = "cuda"  # verl's FSDP engine (registered for cuda) runs on any torch device

@@ -22,6 +22,9 @@ from beyondagent_plugin_verl.config import VerlConfig
 AGENT_NAME = "beyondagent"  # the name our agent loop is registered under in verl
 CPU_ROLLOUT = "beyondagent_hf"  # cpu_rollout.py's replica, for backend.device: cpu
 CPU_PLATFORM = "beyondagent_cpu"  # cpu_platform.py, picked by VERL_PLATFORM
+ADVANTAGE_TRAINER = "beyondagent_sync"  # advantage_trainer.py: verl's sync trainer + our estimator
+ADVANTAGE_MODULE = "beyondagent_plugin_verl.advantage_trainer"  # loaded through VERL_USE_EXTERNAL_MODULES
+ADVANTAGE_RECORD = "beyondagent_advantage"  # the agent loop's per-episode record for the estimator
 CPU_RAY_SLOTS = 16  # Ray's CPU count is logical: verl's actors each ask for one, the OS shares the cores
 ADV_ESTIMATORS = {"grpo": "grpo"}
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
@@ -96,6 +99,8 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put(f"{actor}.optim.lr_warmup_steps", config.warmup_steps if config.warmup_steps else -1, "backend.warmup_steps")
     put(f"{actor}.optim.weight_decay", config.weight_decay, "backend.weight_decay")
     put(f"{actor}.grad_clip", config.grad_clip, "backend.grad_clip")
+    if own_estimator(spec):  # verl computes GRPO, then our trainer replaces it (advantage_trainer.py)
+        put("trainer.v1.trainer_mode", ADVANTAGE_TRAINER, "backend.advantage.name")
     # rollout: vLLM (or our CPU rollout), token budgets, sampling, our agent loop
     put(f"{rollout}.name", "vllm" if config.device == "cuda" else CPU_ROLLOUT, "backend.device")
     put(f"{rollout}.mode", "async", "backend.name")
@@ -145,6 +150,12 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     return out
 
 
+def own_estimator(spec: Spec) -> bool:
+    """True when `backend.advantage` names an estimator other than GRPO (verl computes GRPO itself)."""
+    advantage = spec.component("backend.advantage")
+    return advantage is not None and advantage.name not in (None, "grpo")
+
+
 def cpu_settings(config: VerlConfig) -> dict[str, Any]:
     """verl's trainer on CPU processes: our platform and rollout (cpu_platform.py, cpu_rollout.py).
 
@@ -183,11 +194,12 @@ def check(spec: Spec, config: VerlConfig) -> None:
         raise SpecError(f"the verl backend maps algorithm.name {', '.join(ADV_ESTIMATORS)}, not {algo.name!r}",
                         where=f"{where}, key algorithm.name",
                         hint="set algorithm.name: grpo (verl's other estimators: backend.verl.algorithm.adv_estimator)")
-    advantage = spec.component("backend.advantage")
-    if advantage is not None and advantage.name not in (None, "grpo"):
-        raise SpecError(f"the verl backend computes GRPO's advantages inside verl's trainer; the estimator "
-                        f"{advantage.name!r} is not wired into it yet", where=f"{where}, key backend.advantage.name",
-                        hint="train gigpo/adca with the torch backend, or remove backend.advantage (grpo)")
+    trainer_mode = flatten(config.verl).get("trainer.v1.trainer_mode")
+    if own_estimator(spec) and trainer_mode not in (None, ADVANTAGE_TRAINER):
+        raise SpecError(f"backend.advantage {spec.component('backend.advantage').name!r} runs in verl's synchronous "
+                        f"trainer (ours, `{ADVANTAGE_TRAINER}`), but backend.verl sets trainer.v1.trainer_mode: "
+                        f"{trainer_mode}", where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
+                        hint="remove that key, or use backend.advantage: {name: grpo} with verl's async trainers")
     if algo.group_size < 2:
         raise SpecError(f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a group, "
                         "so it needs at least 2", where=f"{where}, key algorithm.group_size", hint="use 4 to 16")

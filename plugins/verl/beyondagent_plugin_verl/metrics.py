@@ -12,6 +12,8 @@ import math
 import numbers
 from typing import Any
 
+from beyondagent_core.metric_names import ADVANTAGE_PREFIX
+
 # our name <- verl's name (first found wins)
 MAPPING: dict[str, tuple[str, ...]] = {
     "train/reward_mean": ("critic/score/mean", "critic/rewards/mean"),
@@ -65,6 +67,8 @@ def map_step(verl_metrics: dict[str, Any]) -> dict[str, Any]:
         number = _number(value)
         if number is not None:
             out[f"verl/{name}"] = number
+            if name.startswith(ADVANTAGE_PREFIX):  # our estimator's own metrics keep the torch backend's names
+                out[name] = number
     return out
 
 

@@ -1,8 +1,9 @@
 """The launcher: `beyondagent run` with `backend: verl` on this CPU machine, and verl failures as one error.
 
-With `backend.device: cuda` (the default) a training step needs NVIDIA GPUs (`device: cpu` trains
-here: test_verl_cpu_training.py); what runs here for the GPU path is everything before it: the data, the composed config, the agent-loop check, and the hardware check
-that stops the run with a clear error. verl's trainer itself is started for real on a config its
+With `backend.device: cuda` (the default) a step needs NVIDIA GPUs (`device: cpu` trains here:
+test_verl_cpu_training.py); what runs here for the GPU path is everything before it: the data,
+the composed config, the agent-loop check, and the hardware check that stops the run with a
+clear error. verl's trainer itself is started for real on a config its
 validator rejects, to check that a failure in the child is one `RunError` with the log's path.
 """
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from beyondagent_plugin_verl.mapping import (
+    ADVANTAGE_TRAINER,
     AGENT_NAME,
     CPU_ROLLOUT,
     RunFiles,
@@ -131,7 +132,8 @@ def test_flatten_keeps_plus_keys_and_nested_mappings() -> None:
     ({}, {"group_size": 1}, "algorithm.group_size", "at least 2"),
     ({}, {"kl_type": "nope"}, "algorithm.kl_type", "unknown"),
     ({}, {"name": "ppo"}, "algorithm.name", "grpo"),
-    ({"advantage": {"name": "gigpo"}}, {}, "backend.advantage.name", "not wired"),
+    ({"advantage": {"name": "gigpo"}, "verl": {"trainer.v1.trainer_mode": "colocate_async"}}, {},
+     "backend.verl.trainer.v1.trainer_mode", "runs in verl's synchronous trainer"),
 ])
 def test_impossible_settings_name_our_key(tmp_path: Path, backend: dict, algorithm: dict, key: str,
                                           words: str) -> None:
@@ -176,3 +178,10 @@ def test_an_unknown_device_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         spec_of(tmp_path, backend={"device": "tpu"})
     assert "device must be one of cuda, cpu" in str(caught.value)
+
+
+def test_an_estimator_other_than_grpo_selects_our_trainer_mode(tmp_path: Path) -> None:
+    got = mapped(spec_of(tmp_path, backend={"advantage": {"name": "gigpo"}}), tmp_path)
+    assert got["trainer.v1.trainer_mode"] == ADVANTAGE_TRAINER
+    assert got["algorithm.adv_estimator"] == "grpo"  # verl's GRPO runs first; ours replaces it
+    assert "trainer.v1.trainer_mode" not in mapped(spec_of(tmp_path), tmp_path)

@@ -84,3 +84,20 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     print(f"\nverl on CPU: 2 steps in {first:.0f} s, resumed to step 3 in {second:.0f} s "
           f"(step time {by_step[2]['perf/step_time_s']:.1f} s after the first)")
+
+
+def test_a_step_level_estimator_replaces_grpo_inside_verls_trainer(verl_venv: Any, tiny_model: str,
+                                                                   tmp_path: Path) -> None:
+    """`backend.advantage: gigpo`: verl's trainer runs our estimator on the agent loop's step records."""
+    spec = cpu_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["backend"].update({"total_steps": 1, "save_every": 0, "advantage": {"name": "gigpo"}})
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    line = steps(tmp_path / "runs" / "verl_frozenlake")[1]
+    assert line["advantage/anchor_groups"] >= 1  # GiGPO's own metric: it ran, on the episodes' states
+    assert line["actor/grad_norm"] > 0
+    verl_dir = tmp_path / "runs" / "verl_frozenlake" / "verl"
+    assert yaml.safe_load((verl_dir / "verl_config.yaml").read_text())["trainer"]["v1"]["trainer_mode"] == \
+        "beyondagent_sync"
+    print(f"\nverl on CPU with gigpo: 1 step in {seconds:.0f} s")

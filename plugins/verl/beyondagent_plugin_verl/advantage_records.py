@@ -1,0 +1,52 @@
+"""One episode's record for an advantage estimator running in verl's trainer (no verl import here).
+
+The agent loop writes `advantage_record(...)` into its output's `extra_fields`; verl keeps it with
+the sample in its transfer queue; `advantage_trainer.py` reads it back with `scored_from_record`
+and cuts the estimator's per-token answer to the sample's response with `response_advantages`.
+Plain lists and numbers only, so it survives verl's serialization.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+from beyondagent_core.advantages import ScoredEpisode, Step, steps_of
+from beyondagent_core.sources.parquet import row_to_task, task_to_row
+from beyondagent_core.types import Trajectory
+
+
+def advantage_record(trajectory: Trajectory, spans: Sequence[tuple[int, int]], *, prompt_length: int,
+                     response_length: int) -> dict[str, Any]:
+    """The task, outcome, token count and each model turn (its span in prompt + response, the
+    observation before it, the action it wrote) of one episode; spans past the response are cut."""
+    length = prompt_length + response_length
+    kept = [(start, min(end, length)) for start, end in spans if start < length]
+    reward = trajectory.reward
+    return {"task": task_to_row(trajectory.task, 0, "train"), "length": length, "prompt_length": prompt_length,
+            "outcome": float(reward.score) if reward is not None else 0.0,
+            "success": bool(reward is not None and reward.success),
+            "steps": [[s.start, s.end, s.observation, s.action, s.reward] for s in steps_of(trajectory.turns, kept)]}
+
+
+def scored_from_record(record: dict[str, Any], group: Hashable) -> ScoredEpisode:
+    """The estimator's view of one verl sample, from its record."""
+    steps = tuple(Step(start=int(s[0]), end=int(s[1]), observation=str(s[2]), action=str(s[3]),
+                       reward=None if s[4] is None else float(s[4])) for s in record["steps"])
+    return ScoredEpisode(group=group, task=row_to_task(record["task"], 0), outcome=float(record["outcome"]),
+                         success=bool(record["success"]), length=int(record["length"]), steps=steps)
+
+
+def response_advantages(per_token: Sequence[np.ndarray], records: Sequence[dict[str, Any]],
+                        response_lengths: Sequence[int]) -> list[np.ndarray]:
+    """Each sample's advantages over its response tokens: the sequence's advantages after the prompt."""
+    out = []
+    for values, record, length in zip(per_token, records, response_lengths, strict=True):
+        start = int(record["prompt_length"])
+        piece = np.asarray(values[start:start + int(length)], dtype=np.float32)
+        if piece.shape[0] != int(length):
+            raise ValueError(f"a sample has {length} response tokens but its record covers {piece.shape[0]}")
+        out.append(piece)
+    return out

@@ -22,7 +22,7 @@ import torch
 
 from beyondagent_core.advantages import AdvantageBatch, check_advantages
 from beyondagent_core.metric_names import ADVANTAGE_PREFIX
-from beyondagent_plugin_verl import cpu_platform
+from beyondagent_plugin_verl import cpu_platform, episode_spool
 from beyondagent_plugin_verl.advantage_records import response_advantages, scored_from_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
 from beyondagent_plugin_verl.mapping import ADVANTAGE_TRAINER
@@ -76,4 +76,15 @@ class EstimatorTrainer(PPOTrainerSync):
         batch = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
                                 fields=TensorDict({"advantages": advantages}, batch_size=len(batch)))
         metrics.update({f"{ADVANTAGE_PREFIX}{name}": float(value) for name, value in result.metrics.items()})
+        self.spool_for_viewer(records, pieces, result.per_step)
         return batch
+
+    def spool_for_viewer(self, records: list[dict], pieces: list[torch.Tensor], per_step: list | None) -> None:
+        """Each episode's advantages and step values, for its `episodes.jsonl` record (episode_spool)."""
+        from beyondagent_plugin_verl.agent_loop import runtime_of_config
+
+        run_dir = runtime_of_config(self.config).context.info.run_dir
+        values = [{"id": record.get("id"), "advantages": piece.tolist(),
+                   "step_values": None if per_step is None or per_step[i] is None else per_step[i].tolist()}
+                  for i, (record, piece) in enumerate(zip(records, pieces, strict=True))]
+        episode_spool.spool_advantages(run_dir, int(self.global_steps), values)

@@ -147,9 +147,10 @@ class BeyondAgentLoop(AgentLoopBase):
         output = self.output(llm, trajectory, seconds=time.perf_counter() - started,
                              versions=llm.weight_versions(max(step - 1, 0) if step is not None else 0))
         if worker.records_steps:
-            output.extra_fields[RECORD_KEY] = advantage_record(trajectory, llm.sequence.turn_spans,
-                                                               prompt_length=len(output.prompt_ids),
-                                                               response_length=len(output.response_ids))
+            output.extra_fields[RECORD_KEY] = {
+                **advantage_record(trajectory, llm.sequence.turn_spans, prompt_length=len(output.prompt_ids),
+                                   response_length=len(output.response_ids)),
+                "id": llm.request_id}  # the trainer's advantages find this episode's record by it
         self.spool(worker, row, llm, trajectory, output)
         return output
 
@@ -185,7 +186,8 @@ class BeyondAgentLoop(AgentLoopBase):
                 _log.warning("beyondagent: the episodes.jsonl record of task %s was not written",
                              trajectory.task.task_id, exc_info=True)
         episode_spool.spool(Path(self.run_dir), step, {**facts, "global_steps": step, "split": split, "group": group,
-                                                       "epoch": extra.get("epoch"), "episode": record})
+                                                       "epoch": extra.get("epoch"), "episode": record,
+                                                       "episode_id": llm.request_id})
 
     def output(self, llm: VerlChat, trajectory: Trajectory, *, seconds: float,
                versions: tuple[int | None, int | None] = (None, None)) -> AgentLoopOutput:

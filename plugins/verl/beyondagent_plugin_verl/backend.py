@@ -125,7 +125,8 @@ class VerlBackend:
         records = episode_spool.prepare(run.run_dir, resume_step=verl_resume_step(run.run_dir),
                                         revalidates=bool(config.eval_every and written.val))
         log.info("verl.episode_records", records=records)
-        final = self._launch(run, Path(composed["config"]), venv, steps=written.steps)
+        final = self._launch(run, Path(composed["config"]), venv, steps=written.steps,
+                             modules=(ADVANTAGE_MODULE,) if own_estimator(run.spec) else ())
         final["report"] = str(write_run_report(run.run_dir))
         return final
 
@@ -147,7 +148,10 @@ class VerlBackend:
                                 "backend.ray_address; on a CPU, `backend.device: cpu` runs verl's trainer "
                                 "slowly (tests, development) and `backend: torch` trains the same spec")
 
-    def _launch(self, run: RunContext, config_path: Path, venv: Any, *, steps: int) -> dict[str, Any]:
+    def _launch(self, run: RunContext, config_path: Path, venv: Any, *, steps: int,
+                modules: tuple[str, ...] = ()) -> dict[str, Any]:
+        """verl's trainer in its venv on `config_path`, followed to its end; `modules` are ours that verl
+        must import in each of its processes (`VERL_USE_EXTERNAL_MODULES`)."""
         verl_dir = config_path.parent
         attempt = len(list(verl_dir.glob("verl_metrics.*.jsonl")))
         verl_metrics = verl_dir / f"verl_metrics.{attempt}.jsonl"
@@ -156,9 +160,8 @@ class VerlBackend:
                             "RAY_DEDUP_LOGS": "0", **self._secret_env(run)})
         if self.config.ray_address:
             env["RAY_ADDRESS"] = self.config.ray_address
-        if own_estimator(run.spec):  # verl imports it in every process: registers our trainer mode
-            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(filter(None, [env.get("VERL_USE_EXTERNAL_MODULES"),
-                                                                       ADVANTAGE_MODULE]))
+        if modules:
+            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(filter(None, [env.get("VERL_USE_EXTERNAL_MODULES"), *modules]))
         if self.config.device == "cpu":
             env["VERL_PLATFORM"] = CPU_PLATFORM  # Ray's workers inherit it from the trainer's process
             env["VERL_ENGINE_DEVICE"] = "cuda"  # verl's FSDP engine (registered for cuda) runs on any torch device

@@ -14,7 +14,10 @@ The sampling is the torch backend's (`EpisodeSampling`): a group is a task of th
 within the step's batch: verl's step k reads rows `(k-1)*batch_size ...` of our train file, in
 order; a validation task's row in the val file), and the worker knows the number of groups of
 the step, so it decides alone, exactly as `EpisodeSampling.picked` over the whole step would.
-Advantages are computed later, inside verl's trainer: the records have none (`advantages: null`).
+Advantages are computed later, inside verl's trainer: with verl's GRPO the records have none
+(`advantages: null`); with an estimator of ours (`advantage_trainer.py`) the trainer spools each
+episode's advantages and step values to `step-<N>/advantages/`, keyed by the episode's id, and
+`take_step` puts them into the records.
 
 No verl import here (the launcher and the tests use it outside verl's venv).
 """
@@ -29,11 +32,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from beyondagent_core.episode_records import EPISODES_FILE, EpisodeSampling, token_view
+from beyondagent_core.episode_records import EPISODES_FILE, EpisodeSampling, token_view, value_runs
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.run_records import json_safe
 
 SPOOL_DIR = Path("verl") / "episodes"
+ADVANTAGES_DIR = "advantages"  # inside a step's spool: the trainer's advantages, by episode id
 UNKNOWN_STEP = "unknown"  # rows that came without verl's `global_steps` (not verl's V1 trainer)
 
 
@@ -78,10 +82,21 @@ def spool(run_dir: Path, step: int | None, line: dict[str, Any]) -> Path:
 
 # -- in the launcher -----------------------------------------------------------------------------
 
-def read_step(run_dir: Path, step: int | None) -> list[dict[str, Any]]:
+def spool_advantages(run_dir: Path, step: int, values: Sequence[dict[str, Any]]) -> Path:
+    """In verl's trainer: each episode's `{"id", "advantages" (its response tokens), "step_values"}`."""
+    directory = step_dir(run_dir, step) / ADVANTAGES_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{socket.gethostname()}-{os.getpid()}.jsonl"
+    with path.open("a", encoding="utf-8") as handle:
+        for line in values:
+            handle.write(json.dumps(json_safe(line), ensure_ascii=False) + "\n")
+    return path
+
+
+def read_step(run_dir: Path, step: int | None, directory: Path | None = None) -> list[dict[str, Any]]:
     """Every complete spool line of `step` (a line torn by a killed worker is left out)."""
     lines = []
-    directory = step_dir(run_dir, step)
+    directory = directory or step_dir(run_dir, step)
     for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else []:
         for raw in path.read_bytes().split(b"\n")[:-1]:  # after the last newline: torn or empty
             try:
@@ -97,12 +112,29 @@ def take_step(run_dir: Path, step: int | None) -> list[dict[str, Any]]:
     """A finished step: its kept records appended to `episodes.jsonl` (training first, then
     validation, each by group and sample), its spool deleted; returns the step's spool lines."""
     lines = read_step(run_dir, step)
-    records = [line["episode"] for line in lines if isinstance(line.get("episode"), dict)]
+    values = {v.get("id"): v for v in read_step(run_dir, step, step_dir(run_dir, step) / ADVANTAGES_DIR)}
+    records = [with_advantages(line["episode"], values.get(line.get("episode_id")))
+               for line in lines if isinstance(line.get("episode"), dict)]
     records.sort(key=lambda r: (r.get("split") != "train", _int(r.get("group")), _int(r.get("index"))))
     if records:
         append_jsonl(Path(run_dir) / EPISODES_FILE, records)
     shutil.rmtree(step_dir(run_dir, step), ignore_errors=True)
     return lines
+
+
+def with_advantages(record: dict[str, Any], values: dict[str, Any] | None) -> dict[str, Any]:
+    """`record` with the trainer's advantages of its response tokens and its step values, if any."""
+    tokens = record.get("tokens")
+    if not values:
+        return record
+    if isinstance(tokens, dict) and values.get("advantages") is not None:
+        prompt = int(tokens.get("prompt_length") or 0)
+        full = [0.0] * prompt + [float(a) for a in values["advantages"]]
+        if len(full) == len(tokens.get("ids") or ()):
+            tokens["advantages"] = value_runs(full)
+    if values.get("step_values") is not None:
+        record["step_values"] = [None if v is None else round(float(v), 4) for v in values["step_values"]]
+    return record
 
 
 def pending_steps(run_dir: Path) -> list[int | None]:

@@ -194,6 +194,11 @@ def check(spec: Spec, config: VerlConfig) -> None:
         raise SpecError(f"the verl backend maps algorithm.name {', '.join(ADV_ESTIMATORS)}, not {algo.name!r}",
                         where=f"{where}, key algorithm.name",
                         hint="set algorithm.name: grpo (verl's other estimators: backend.verl.algorithm.adv_estimator)")
+    if flatten(config.verl).get("data.shuffle") not in (None, False):
+        raise SpecError("backend.verl sets data.shuffle, but the data file holds every epoch's mix in the order the "
+                        "mixer chose (a step's rows are its tasks; episode records and resume rely on it)",
+                        where=f"{where}, key backend.verl.data.shuffle",
+                        hint="remove it: the mixer (mixture:) orders each epoch, seeded by run.seed")
     trainer_mode = flatten(config.verl).get("trainer.v1.trainer_mode")
     if own_estimator(spec) and trainer_mode not in (None, ADVANTAGE_TRAINER):
         raise SpecError(f"backend.advantage {spec.component('backend.advantage').name!r} runs in verl's synchronous "

@@ -208,3 +208,24 @@ def test_a_launch_fits_episodes_jsonl_to_where_verl_starts(tmp_path: Path) -> No
     assert said.startswith("an earlier run's records moved to ") and not path.exists()
     assert len(list((tmp_path / "previous").glob(f"*/{EPISODES_FILE}"))) == 1
     assert episode_spool.prepare(tmp_path, resume_step=None, revalidates=True) == "no earlier records"
+
+
+def test_the_trainers_advantages_and_step_values_reach_their_records(tmp_path: Path) -> None:
+    lines = [{**make_line(3, "train", group, 0, success=group == 0), "episode_id": f"ep{group}"} for group in range(2)]
+    lines.append({**make_line(3, "val", 0, 0, success=True), "episode_id": "val0"})  # validation: no advantages
+    for line in lines:
+        episode_spool.spool(tmp_path, 3, line)
+    episode_spool.spool_advantages(tmp_path, 3, [
+        {"id": "ep0", "advantages": [0.5, 0.25], "step_values": [0.75]},
+        {"id": "ep1", "advantages": [-0.5, -0.5], "step_values": None}])
+    taken = episode_spool.take_step(tmp_path, 3)
+    assert len(taken) == 3  # the advantages file is not an episode's line
+    records = [json.loads(line) for line in (tmp_path / EPISODES_FILE).read_text().splitlines()]
+    by_group = {(r["split"], r["group"]): r for r in records}
+    rows = expand_tokens(by_group[("train", 0)])
+    assert [r["advantage"] for r in rows] == [0.0, 0.0, 0.0, 0.5, 0.25]  # the prompt gets 0
+    assert by_group[("train", 0)]["step_values"] == [0.75]
+    assert [r["advantage"] for r in expand_tokens(by_group[("train", 1)])][3:] == [-0.5, -0.5]
+    assert by_group[("train", 1)]["step_values"] is None
+    assert by_group[("val", 0)]["tokens"]["advantages"] is None
+    assert not episode_spool.step_dir(tmp_path, 3).exists()

@@ -131,6 +131,7 @@ def test_flatten_keeps_plus_keys_and_nested_mappings() -> None:
     ({"gpus_per_node": 4, "tensor_parallel": 3}, {}, "backend.tensor_parallel", "does not divide"),
     ({}, {"group_size": 1}, "algorithm.group_size", "at least 2"),
     ({}, {"kl_type": "nope"}, "algorithm.kl_type", "unknown"),
+    ({"verl": {"data.shuffle": True}}, {}, "backend.verl.data.shuffle", "in the order the mixer chose"),
     ({}, {"name": "ppo"}, "algorithm.name", "grpo"),
     ({"advantage": {"name": "gigpo"}, "verl": {"trainer.v1.trainer_mode": "colocate_async"}}, {},
      "backend.verl.trainer.v1.trainer_mode", "runs in verl's synchronous trainer"),

@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from beyondagent_core.episode_records import expand_tokens
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -88,7 +90,8 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
 
 def test_a_step_level_estimator_replaces_grpo_inside_verls_trainer(verl_venv: Any, tiny_model: str,
                                                                    tmp_path: Path) -> None:
-    """`backend.advantage: gigpo`: verl's trainer runs our estimator on the agent loop's step records."""
+    """`backend.advantage: gigpo`: verl's trainer runs our estimator on the agent loop's step records,
+    and the advantages it trained with reach `episodes.jsonl` for the viewer."""
     spec = cpu_spec(tmp_path)
     data = yaml.safe_load(spec.read_text())
     data["backend"].update({"total_steps": 1, "save_every": 0, "advantage": {"name": "gigpo"}})
@@ -97,6 +100,15 @@ def test_a_step_level_estimator_replaces_grpo_inside_verls_trainer(verl_venv: An
     line = steps(tmp_path / "runs" / "verl_frozenlake")[1]
     assert line["advantage/anchor_groups"] >= 1  # GiGPO's own metric: it ran, on the episodes' states
     assert line["actor/grad_norm"] > 0
+    # the records carry the advantages verl trained with: their mean, max and min over the model's
+    # tokens are verl's own `critic/advantages` statistics of the step (every episode is recorded)
+    episodes = tmp_path / "runs" / "verl_frozenlake" / "episodes.jsonl"
+    records = [json.loads(x) for x in episodes.read_text().splitlines()]
+    trained = [row["advantage"] for record in records for row in expand_tokens(record) if row["mask"]]
+    assert len(records) == 4 and all(record["step_values"] is not None for record in records)
+    assert abs(sum(trained) / len(trained) - line["verl/critic/advantages/mean"]) < 1e-3
+    assert abs(max(trained) - line["verl/critic/advantages/max"]) < 1e-3
+    assert abs(min(trained) - line["verl/critic/advantages/min"]) < 1e-3
     verl_dir = tmp_path / "runs" / "verl_frozenlake" / "verl"
     assert yaml.safe_load((verl_dir / "verl_config.yaml").read_text())["trainer"]["v1"]["trainer_mode"] == \
         "beyondagent_sync"

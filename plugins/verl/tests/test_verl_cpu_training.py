@@ -91,10 +91,12 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
 def test_a_step_level_estimator_replaces_grpo_inside_verls_trainer(verl_venv: Any, tiny_model: str,
                                                                    tmp_path: Path) -> None:
     """`backend.advantage: gigpo`: verl's trainer runs our estimator on the agent loop's step records,
-    and the advantages it trained with reach `episodes.jsonl` for the viewer."""
+    and the advantages it trained with reach `episodes.jsonl` for the viewer; the env runs behind
+    an env service each agent-loop worker launched (`env.service: launch`)."""
     spec = cpu_spec(tmp_path)
     data = yaml.safe_load(spec.read_text())
     data["backend"].update({"total_steps": 1, "save_every": 0, "advantage": {"name": "gigpo"}})
+    data["env"]["service"] = "launch"  # and each agent-loop worker starts its own env service
     spec.write_text(yaml.safe_dump(data))
     seconds = run(str(spec))
     line = steps(tmp_path / "runs" / "verl_frozenlake")[1]
@@ -106,10 +108,12 @@ def test_a_step_level_estimator_replaces_grpo_inside_verls_trainer(verl_venv: An
     records = [json.loads(x) for x in episodes.read_text().splitlines()]
     trained = [row["advantage"] for record in records for row in expand_tokens(record) if row["mask"]]
     assert len(records) == 4 and all(record["step_values"] is not None for record in records)
+    assert all(record["error"] is None for record in records)
     assert abs(sum(trained) / len(trained) - line["verl/critic/advantages/mean"]) < 1e-3
     assert abs(max(trained) - line["verl/critic/advantages/max"]) < 1e-3
     assert abs(min(trained) - line["verl/critic/advantages/min"]) < 1e-3
     verl_dir = tmp_path / "runs" / "verl_frozenlake" / "verl"
+    assert "envservice.launched" in (verl_dir / "verl.log").read_text()
     assert yaml.safe_load((verl_dir / "verl_config.yaml").read_text())["trainer"]["v1"]["trainer_mode"] == \
         "beyondagent_sync"
     print(f"\nverl on CPU with gigpo: 1 step in {seconds:.0f} s")

@@ -6,7 +6,9 @@ Arms, each trained from the same random tiny policy with `examples/quickstart.ya
 - `grpo`: the default advantage estimator;
 - `gigpo`: GiGPO's step-level advantages from anchor states (`backend.advantage.name=gigpo`);
 - `experience`: experience-guided rollouts with hindsight experiences (`experience.name=experience`,
-  `summarizer: hindsight`, `mode: mixed`) — only when beyondagent-plugin-experience is installed.
+  `summarizer: hindsight`, `mode: mixed`) — only when beyondagent-plugin-experience is installed;
+  `experience_keep` and `experience_hybrid` train on the guided samples with `experience.training`
+  `keep` and `hybrid` instead of the default `strip` (not in the default `--arms`).
 
 Each run is `beyondagent run` in a child process (the same code path a user runs). Reported per
 arm: the training success rate (mean over seeds of a moving average over `--window` steps) at
@@ -16,6 +18,7 @@ last line is `success_ratio_vs_grpo: <arm>=X ...` (final success, arm / grpo).
 
     python benchmarks/self_evolve_ablation.py                    # 3 arms x 3 seeds x 40 steps
     python benchmarks/self_evolve_ablation.py --steps 10 --seeds 1 --arms grpo,gigpo   # a smoke run
+    python benchmarks/self_evolve_ablation.py --arms grpo,gigpo --set tasks.train.size=3   # 3x3 maps
 """
 
 from __future__ import annotations
@@ -36,11 +39,17 @@ ARMS = {
     "grpo": [],
     "gigpo": ["backend.advantage.name=gigpo"],
     "experience": ["experience.name=experience", "experience.summarizer=hindsight", "experience.mode=mixed"],
+    # the same guided rollouts, trained on with the lessons kept in the context, or stripped only from
+    # the successful ones (the default above, `strip`, removes them from every guided sample)
+    "experience_keep": ["experience.name=experience", "experience.summarizer=hindsight", "experience.mode=mixed",
+                        "experience.training=keep"],
+    "experience_hybrid": ["experience.name=experience", "experience.summarizer=hindsight", "experience.mode=mixed",
+                          "experience.training=hybrid"],
 }
 
 
-def run_arm(arm: str, seed: int, steps: int, out: Path) -> list[dict]:
-    overrides = [*ARMS[arm], f"run.seed={seed}", f"run.name={arm}-{seed}", f"run.output_dir={out}",
+def run_arm(arm: str, seed: int, steps: int, out: Path, extra: list[str]) -> list[dict]:
+    overrides = [*extra, *ARMS[arm], f"run.seed={seed}", f"run.name={arm}-{seed}", f"run.output_dir={out}",
                  f"backend.total_steps={steps}", "backend.eval_every=0", "backend.save_every=0", "backend.report=false"]
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(SPEC), *overrides],
@@ -68,11 +77,15 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a spec override for every arm, e.g. --set tasks.train.size=3 (repeatable)")
     args = parser.parse_args()
     arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
-    if "experience" in arms and importlib.util.find_spec("beyondagent_plugin_experience") is None:
-        print("beyondagent-plugin-experience is not installed: the experience arm is left out")
-        arms.remove("experience")
+    if importlib.util.find_spec("beyondagent_plugin_experience") is None:
+        left_out = [arm for arm in arms if arm.startswith("experience")]
+        if left_out:
+            print(f"beyondagent-plugin-experience is not installed: {', '.join(left_out)} left out")
+        arms = [arm for arm in arms if arm not in left_out]
     if arms[0] != "grpo":
         raise SystemExit("--arms must start with grpo: every ratio is against it")
     out = args.out or Path(tempfile.mkdtemp(prefix="ablation-"))
@@ -81,7 +94,7 @@ def main() -> None:
     curves: dict[str, list[float]] = {}
     for seed in range(args.seeds):  # arms interleaved per seed: a drifting machine hits each alike
         for arm in arms:
-            rows = run_arm(arm, seed, args.steps, out)
+            rows = run_arm(arm, seed, args.steps, out, args.set)
             curves.setdefault(arm, [0.0] * args.steps)
             smooth = moving_average([row["train/success_rate"] for row in rows], args.window)
             curves[arm] = [a + b / args.seeds for a, b in zip(curves[arm], smooth)]

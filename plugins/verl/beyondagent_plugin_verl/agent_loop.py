@@ -21,7 +21,8 @@ env + the task's judge) and returns verl's `AgentLoopOutput`: prompt and respons
 generated, a response mask that is 1 only on model tokens, the rollout log-probs, and the judge's
 score as `reward_score` (so verl's reward loop has nothing to do). Each episode's facts, and its
 `episodes.jsonl` record when `logging.episodes` keeps it, go to this worker's spool file
-(`episode_spool`); the launcher merges them.
+(`episode_spool`); the launcher merges them. With an advantage estimator other than GRPO the
+output also carries the episode's steps for it (`advantage_records`, read by `advantage_trainer`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl.advantage_records import advantage_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
-from beyondagent_plugin_verl.mapping import AGENT_NAME
+from beyondagent_plugin_verl.mapping import AGENT_NAME, own_estimator
 from beyondagent_plugin_verl.verl_chat import VerlChat
 
 _log = logging.getLogger(__name__)
@@ -69,9 +70,8 @@ class WorkerRuntime:
         self.context = RunContext(spec=spec, info=info, manager=session.manager)
         self.runner = self.context.episode_runner()
         self.sampling = EpisodeSampling(spec.logging.episodes, seed=spec.run.seed)
-        advantage = spec.component("backend.advantage")
         # an estimator other than GRPO reads each episode's steps in verl's trainer (advantage_trainer.py)
-        self.records_steps = advantage is not None and advantage.name not in (None, "grpo")
+        self.records_steps = own_estimator(spec)
         self.sessions: dict[tuple[Any, ...], int] = {}  # samples of a group seen here (rows without session_id)
         self._pieces: PieceCache | None = None
 

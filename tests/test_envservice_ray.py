@@ -106,19 +106,21 @@ def test_errors_timeouts_and_tainted_actors() -> None:
 
 
 class SlowFirstBuild(ToyEnv):
-    """The first env ever built (a flag file, shared by the actor processes) takes 4 s to build."""
+    """The first env ever built (a flag file, shared by the actor processes) takes 60 s to build."""
 
     def __init__(self, flag: str) -> None:
         super().__init__()
         if not os.path.exists(flag):
             open(flag, "w").close()
-            time.sleep(4)
+            time.sleep(60)
 
 
 def test_a_create_that_times_out_kills_the_actor_building_it(tmp_path) -> None:
     factory = functools.partial(SlowFirstBuild, str(tmp_path / "built-once"))
     host = RayHost(factory, RayOptions(num_cpus=0.1, envs_per_actor=2, max_actors=2))
-    with running_server(env_name="toy", host=host, call_timeout=1.0, open_timeout=1.0) as served:
+    # open_timeout leaves a new actor's start time to spare on a loaded machine; the first build
+    # takes far longer than it
+    with running_server(env_name="toy", host=host, call_timeout=1.0, open_timeout=8.0) as served:
         client = EnvServiceClient(served.url)
 
         async def main() -> None:

@@ -161,7 +161,7 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
 
     Each of `gpus_per_node` trainer workers is a process holding one *logical* Ray GPU (Ray only
     counts them); FSDP2 over gloo in fp32 with PyTorch's own attention (no flash-attn, no padding
-    removal, no torch.compile); one storage unit, reward worker and agent-loop worker where verl
+    removal, no torch.compile); one transfer-queue storage unit and one reward worker where verl
     defaults to eight, for a machine with a few cores.
     """
     actor, ref, model = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.model"
@@ -199,6 +199,10 @@ def check(spec: Spec, config: VerlConfig) -> None:
                         "mixer chose (a step's rows are its tasks; episode records and resume rely on it)",
                         where=f"{where}, key backend.verl.data.shuffle",
                         hint="remove it: the mixer (mixture:) orders each epoch, seeded by run.seed")
+    if config.device == "cpu" and (config.ray_address or config.nodes > 1):
+        raise SpecError("backend.device: cpu starts a local Ray with logical GPUs on this machine; it does not join "
+                        "a cluster", where=f"{where}, key backend.device",
+                        hint="use device: cuda on a GPU cluster, or nodes: 1 and no ray_address on CPU")
     trainer_mode = flatten(config.verl).get("trainer.v1.trainer_mode")
     if own_estimator(spec) and trainer_mode not in (None, ADVANTAGE_TRAINER):
         raise SpecError(f"backend.advantage {spec.component('backend.advantage').name!r} runs in verl's synchronous "

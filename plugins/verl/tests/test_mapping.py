@@ -132,6 +132,7 @@ def test_flatten_keeps_plus_keys_and_nested_mappings() -> None:
     ({}, {"group_size": 1}, "algorithm.group_size", "at least 2"),
     ({}, {"kl_type": "nope"}, "algorithm.kl_type", "unknown"),
     ({"verl": {"data.shuffle": True}}, {}, "backend.verl.data.shuffle", "in the order the mixer chose"),
+    ({"device": "cpu", "nodes": 2}, {}, "backend.device", "does not join a cluster"),
     ({}, {"name": "ppo"}, "algorithm.name", "grpo"),
     ({"advantage": {"name": "gigpo"}, "verl": {"trainer.v1.trainer_mode": "colocate_async"}}, {},
      "backend.verl.trainer.v1.trainer_mode", "runs in verl's synchronous trainer"),

@@ -36,20 +36,22 @@ from tensordict import TensorDict  # noqa: E402
 from verl.trainer.ppo.v1.trainer_base import register_trainer  # noqa: E402
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync  # noqa: E402
 
-TRAINER_NAME = ADVANTAGE_TRAINER
 
-
-@register_trainer(TRAINER_NAME)
+@register_trainer(ADVANTAGE_TRAINER)
 class EstimatorTrainer(PPOTrainerSync):
     """verl's synchronous trainer, with the spec's advantage estimator after verl's GRPO."""
 
     _estimator: Any = None
 
+    def runtime(self) -> Any:
+        """The run's spec and context, built once per process (agent_loop's cache)."""
+        from beyondagent_plugin_verl.agent_loop import runtime_of_config
+
+        return runtime_of_config(self.config)
+
     def estimator(self) -> Any:
         if self._estimator is None:
-            from beyondagent_plugin_verl.agent_loop import runtime_of_config
-
-            self._estimator = runtime_of_config(self.config).context.advantage_estimator()
+            self._estimator = self.runtime().context.advantage_estimator()
         return self._estimator
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
@@ -81,9 +83,7 @@ class EstimatorTrainer(PPOTrainerSync):
 
     def spool_for_viewer(self, records: list[dict], pieces: list[torch.Tensor], per_step: list | None) -> None:
         """Each episode's advantages and step values, for its `episodes.jsonl` record (episode_spool)."""
-        from beyondagent_plugin_verl.agent_loop import runtime_of_config
-
-        run_dir = runtime_of_config(self.config).context.info.run_dir
+        run_dir = self.runtime().context.info.run_dir
         values = [{"id": record.get("id"), "advantages": piece.tolist(),
                    "step_values": None if per_step is None or per_step[i] is None else per_step[i].tolist()}
                   for i, (record, piece) in enumerate(zip(records, pieces, strict=True))]

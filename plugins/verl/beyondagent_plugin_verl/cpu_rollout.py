@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import ray
+import torch
 from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
@@ -43,7 +44,6 @@ class HFRolloutServer:
     """One model on the CPU answering verl's `generate`; a Ray actor (see `HFRolloutReplica`)."""
 
     def __init__(self, model_path: str, seed: int = 0, dtype: str = "float32"):
-        import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.set_grad_enabled(False)
@@ -69,8 +69,6 @@ class HFRolloutServer:
                            stop_reason=reason, extra_fields={"global_steps": self.global_steps})
 
     def _sample(self, prompt_ids: list[int], params: dict[str, Any]) -> tuple[list[int], list[float], str]:
-        import torch
-
         max_tokens = int(params.get("max_tokens") or params.get("max_new_tokens") or 16)
         temperature = float(params.get("temperature", 1.0))
         top_p = float(params.get("top_p", 1.0))
@@ -123,10 +121,8 @@ class HFRolloutServer:
     abort_all_requests = resume_generation = start_profile = stop_profile = _nothing
 
 
-def _draw(scaled: Any, *, top_k: int, top_p: float, generator: Any) -> int:
+def _draw(scaled: torch.Tensor, *, top_k: int, top_p: float, generator: torch.Generator) -> int:
     """One token from `softmax(scaled)` cut to the top k and the top-p nucleus."""
-    import torch
-
     logits = scaled.clone()
     if 0 < top_k < logits.numel():
         kth = torch.topk(logits, top_k).values[-1]

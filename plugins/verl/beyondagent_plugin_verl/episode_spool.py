@@ -72,11 +72,16 @@ def token_block(prompt_ids: Sequence[int], response_ids: Sequence[int], response
 
 def spool(run_dir: Path, step: int | None, line: dict[str, Any]) -> Path:
     """Append one episode's line to this worker's spool file of `step`; returns the file."""
-    directory = step_dir(run_dir, step)
+    return _append(step_dir(run_dir, step), [line])
+
+
+def _append(directory: Path, lines: Sequence[dict[str, Any]]) -> Path:
+    """Append `lines` to this process's file in `directory` (one file per process: no two writers)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{socket.gethostname()}-{os.getpid()}.jsonl"
     with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(json_safe(line), default=str, ensure_ascii=False) + "\n")
+        for line in lines:
+            handle.write(json.dumps(json_safe(line), default=str, ensure_ascii=False) + "\n")
     return path
 
 
@@ -84,13 +89,7 @@ def spool(run_dir: Path, step: int | None, line: dict[str, Any]) -> Path:
 
 def spool_advantages(run_dir: Path, step: int, values: Sequence[dict[str, Any]]) -> Path:
     """In verl's trainer: each episode's `{"id", "advantages" (its response tokens), "step_values"}`."""
-    directory = step_dir(run_dir, step) / ADVANTAGES_DIR
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{socket.gethostname()}-{os.getpid()}.jsonl"
-    with path.open("a", encoding="utf-8") as handle:
-        for line in values:
-            handle.write(json.dumps(json_safe(line), ensure_ascii=False) + "\n")
-    return path
+    return _append(step_dir(run_dir, step) / ADVANTAGES_DIR, values)
 
 
 def read_step(run_dir: Path, step: int | None, directory: Path | None = None) -> list[dict[str, Any]]:

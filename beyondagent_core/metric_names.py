@@ -24,6 +24,8 @@ TRAIN_SUCCESS_RATE_UNGUIDED = "train/success_rate_unguided"
 
 # The advantage estimator's own metrics (`backend.advantage`), e.g. advantage/anchor_groups for gigpo.
 ADVANTAGE_PREFIX = "advantage/"
+# Experience-guided rollouts' store and retrieval (`experience`), e.g. experience/hit_rate.
+EXPERIENCE_PREFIX = "experience/"
 
 # The policy update.
 ACTOR_KL = "actor/kl"

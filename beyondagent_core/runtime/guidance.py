@@ -121,13 +121,17 @@ class Guidance:
             return 0
         return self.store.add(await self.store.summarize(trajectories, step=step))
 
-    def metrics(self, guided: Sequence[bool], success: Sequence[bool], added: int) -> dict[str, float]:
-        """`experience/...` and the success of guided and unguided rollouts of this step."""
+    def metrics(self, guided: Sequence[bool], success: Sequence[bool], added: int,
+                retrieved_per_group: Sequence[int] | None = None) -> dict[str, float]:
+        """`experience/...` and the success of guided and unguided rollouts of this step.
+
+        `retrieved_per_group`: the lessons each group was shown (default: what `guides` retrieved
+        last; a backend whose rollouts retrieve elsewhere, like verl's agent-loop workers, passes it).
+        """
+        retrieved = list(self.retrieved_per_group if retrieved_per_group is None else retrieved_per_group)
         out = {"experience/added": float(added),
-               "experience/retrieved_per_group": (sum(self.retrieved_per_group) / len(self.retrieved_per_group)
-                                                  if self.retrieved_per_group else 0.0),
-               "experience/hit_rate": (sum(1 for n in self.retrieved_per_group if n) / len(self.retrieved_per_group)
-                                       if self.retrieved_per_group else 0.0),
+               "experience/retrieved_per_group": sum(retrieved) / len(retrieved) if retrieved else 0.0,
+               "experience/hit_rate": sum(1 for n in retrieved if n) / len(retrieved) if retrieved else 0.0,
                "experience/guided_fraction": sum(guided) / len(guided) if guided else 0.0}
         total = self.store.stats().get("total")
         if total is not None:

@@ -1,7 +1,7 @@
 """One episode's record for an advantage estimator running in verl's trainer (no verl import here).
 
 The agent loop writes `advantage_record(...)` into its output's `extra_fields`; verl keeps it with
-the sample in its transfer queue; `advantage_trainer.py` reads it back with `scored_from_record`
+the sample in its transfer queue; `sync_trainer.py` reads it back with `scored_from_record`
 and cuts the estimator's per-token answer to the sample's response with `response_advantages`.
 Plain lists and numbers only, so it survives verl's serialization.
 """

@@ -22,7 +22,14 @@ generated, a response mask that is 1 only on model tokens, the rollout log-probs
 score as `reward_score` (so verl's reward loop has nothing to do). Each episode's facts, and its
 `episodes.jsonl` record when `logging.episodes` keeps it, go to this worker's spool file
 (`episode_spool`); the launcher merges them. With an advantage estimator other than GRPO the
-output also carries the episode's steps for it (`advantage_records`, read by `advantage_trainer`).
+output also carries the episode's steps for it (`advantage_records`, read by `sync_trainer`).
+
+With `experience` (guided rollouts, `beyondagent_core.runtime.guidance`) the loop picks, per
+training group, the samples shown the store's lessons — the same choice the torch backend makes —
+and returns a guided episode that trains stripped (`experience.training`) as its replay without
+the lessons (model tokens and log-probs exact). Each output then carries `beyondagent_guidance`
+(guided, off-policy, lessons retrieved, the trajectory) for `sync_trainer`, which marks the
+off-policy samples for the loss and summarizes the step into the store.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import attrs
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopMetrics,
@@ -41,14 +49,15 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from beyondagent_core.episode_records import EpisodeSampling, PieceCache, episode_record
-from beyondagent_core.runtime.tokens import ChatTemplate
+from beyondagent_core.runtime.guidance import Guidance, GuidedLLM, guided_rollouts, stripped_sequence, trains_stripped
+from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.sources.parquet import row_to_task
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl.advantage_records import advantage_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
-from beyondagent_plugin_verl.mapping import AGENT_NAME, own_estimator
-from beyondagent_plugin_verl.verl_chat import VerlChat
+from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, guided, own_estimator
+from beyondagent_plugin_verl.verl_chat import PromptTooLong, VerlChat, split_response
 
 _log = logging.getLogger(__name__)
 
@@ -70,8 +79,12 @@ class WorkerRuntime:
         self.context = RunContext(spec=spec, info=info, manager=session.manager)
         self.runner = self.context.episode_runner()
         self.sampling = EpisodeSampling(spec.logging.episodes, seed=spec.run.seed)
-        # an estimator other than GRPO reads each episode's steps in verl's trainer (advantage_trainer.py)
+        # an estimator other than GRPO reads each episode's steps in verl's trainer (sync_trainer.py)
         self.records_steps = own_estimator(spec)
+        # experience-guided rollouts: the store is the run's (its sqlite file is shared with the trainer)
+        self.guidance = (Guidance(spec.component("experience").block, self.context.build("experience"))
+                         if guided(spec) else None)
+        self.seed = spec.run.seed
         self.sessions: dict[tuple[Any, ...], int] = {}  # samples of a group seen here (rows without session_id)
         self._pieces: PieceCache | None = None
 
@@ -107,6 +120,17 @@ def task_of(row: dict[str, Any]) -> Task:
     return row_to_task(plain, int(row.get("index", 0) or 0))
 
 
+@attrs.frozen
+class Place:
+    """Where a dataset row's episode belongs: its split, verl's step, its task's place in the step
+    (`group`) and its sample of that group (`session`)."""
+
+    split: str
+    step: int | None
+    group: int
+    session: int
+
+
 def _plain_int(value: Any) -> int | None:
     try:
         return int(value) if value is not None else None
@@ -135,33 +159,42 @@ class BeyondAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         task = task_of(row)
         worker = runtime(self.spec_path, self.spec_overrides, self.run_dir)
-        runner = worker.runner
-        llm = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
-                       prompt_length=self.rollout_config.prompt_length,
-                       response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
+        place = self.place(worker, row)
+        chat = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
+                        prompt_length=self.rollout_config.prompt_length,
+                        response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
+        lessons = self.lessons(worker, task, place)
         started = time.perf_counter()
-        trajectory = await runner.run(task, llm)
+        trajectory = await worker.runner.run(task, GuidedLLM(chat, lessons) if lessons else chat)
+        if lessons and (trajectory.error or "").startswith(PromptTooLong.__name__):
+            _log.warning("beyondagent: a guided rollout of task %s failed: with its %d lessons the prompt is longer "
+                         "than backend.max_prompt_tokens (%s); raise max_prompt_tokens by the lessons' length, or "
+                         "lower experience.k", task.task_id, len(lessons), trajectory.error)
+        success = bool(trajectory.reward is not None and trajectory.reward.success)
+        sequence, off_policy = chat.sequence, False
+        if lessons and trajectory.error is None and trains_stripped(worker.guidance.block.training, success):
+            sequence, off_policy = stripped_sequence(trajectory, self.template), True  # trained without the lessons
         # the weights version of an episode that never generated (it failed first): the ones this step
         # was generated with, one step behind in verl's synchronous trainer
-        step = _plain_int(row.get("global_steps"))
-        output = self.output(llm, trajectory, seconds=time.perf_counter() - started,
-                             versions=llm.weight_versions(max(step - 1, 0) if step is not None else 0))
+        step = place.step
+        output = self.output(sequence, trajectory, seconds=time.perf_counter() - started,
+                             versions=chat.weight_versions(max(step - 1, 0) if step is not None else 0))
         if worker.records_steps:
             output.extra_fields[RECORD_KEY] = {
-                **advantage_record(trajectory, llm.sequence.turn_spans, prompt_length=len(output.prompt_ids),
+                **advantage_record(trajectory, sequence.turn_spans, prompt_length=len(output.prompt_ids),
                                    response_length=len(output.response_ids)),
-                "id": llm.request_id}  # the trainer's advantages find this episode's record by it
-        self.spool(worker, row, llm, trajectory, output)
+                "id": chat.request_id}  # the trainer's advantages find this episode's record by it
+        if worker.guidance is not None:
+            output.extra_fields["beyondagent"]["guided"] = bool(lessons)
+            output.extra_fields[GUIDANCE_RECORD] = {"guided": bool(lessons), "off_policy": off_policy,
+                                                    "retrieved": len(lessons), "trajectory": trajectory.to_dict()}
+        self.spool(worker, row, place, chat, sequence, trajectory, output, off_policy=off_policy)
         return output
 
-    def spool(self, worker: WorkerRuntime, row: dict[str, Any], llm: VerlChat, trajectory: Trajectory,
-              output: AgentLoopOutput) -> None:
-        """This episode's facts (the launcher's success rates, by verl's `global_steps` and split) and,
-        when `logging.episodes` keeps it, its `episodes.jsonl` record, to this worker's spool file."""
+    def place(self, worker: WorkerRuntime, row: dict[str, Any]) -> Place:
         extra = row.get("extra_info") or {}
         split = str(extra.get("split") or "train")
         step = _plain_int(row.get("global_steps"))
-        facts = output.extra_fields["beyondagent"]
         index = _plain_int(row.get("index")) or 0
         groups = self.groups.get(split)
         group = index % groups if split == "train" and groups else index  # the task's place in its step
@@ -169,19 +202,40 @@ class BeyondAgentLoop(AgentLoopBase):
         if session is None:  # verl's V1 trainer numbers a group's samples; elsewhere count them here
             key = (step, split, group)
             session = worker.sessions[key] = worker.sessions.get(key, -1) + 1
+        return Place(split=split, step=step, group=group, session=session)
+
+    def lessons(self, worker: WorkerRuntime, task: Task, place: Place) -> list[Any]:
+        """The experiences this sample is shown: none outside training, or when its group's draw
+        (the torch backend's, `guided_rollouts`) leaves it unguided."""
+        if worker.guidance is None or place.split != "train":
+            return []
+        block = worker.guidance.block
+        chosen = guided_rollouts(self.rollout_config.n, block.mode, block.ratio,
+                                 seed=(worker.seed, "guides", place.step, place.group, task.task_id))
+        return worker.guidance.store.retrieve(task, block.k) if place.session in chosen else []
+
+    def spool(self, worker: WorkerRuntime, row: dict[str, Any], place: Place, llm: VerlChat, sequence: TokenSequence,
+              trajectory: Trajectory, output: AgentLoopOutput, *, off_policy: bool) -> None:
+        """This episode's facts (the launcher's success rates, by verl's `global_steps` and split) and,
+        when `logging.episodes` keeps it, its `episodes.jsonl` record, to this worker's spool file."""
+        extra = row.get("extra_info") or {}
+        split, step, group, session = place.split, place.step, place.group, place.session
+        facts = output.extra_fields["beyondagent"]
+        groups = self.groups.get(split)
         samples = self.rollout_config.val_kwargs.n if split == "val" else self.rollout_config.n
         failed = trajectory.error is not None or not facts["success"]
         record = None
         if episode_spool.keeps(worker.sampling, step=step, split=split, group=group, groups=groups, failed=failed):
             try:
                 tokens = None
-                if len(llm.sequence):  # what verl trains on: the output's prompt and response
+                if len(sequence):  # what verl trains on: the output's prompt and response
                     tokens = episode_spool.token_block(output.prompt_ids, output.response_ids, output.response_mask,
-                                                       output.response_logprobs, llm.sequence.turn_spans,
+                                                       output.response_logprobs, sequence.turn_spans,
                                                        worker.pieces(self.tokenizer).pieces)
                 record = episode_record(step=step if step is not None else 0, split=split,
                                         index=group * int(samples or 1) + session, group=group,
-                                        trajectory=trajectory, tokens=tokens)
+                                        trajectory=trajectory, tokens=tokens, guided=facts.get("guided", False),
+                                        off_policy=off_policy)
             except Exception:  # noqa: BLE001 - a record the viewer misses must not stop verl's training
                 _log.warning("beyondagent: the episodes.jsonl record of task %s was not written",
                              trajectory.task.task_id, exc_info=True)
@@ -189,9 +243,11 @@ class BeyondAgentLoop(AgentLoopBase):
                                                        "epoch": extra.get("epoch"), "episode": record,
                                                        "episode_id": llm.request_id})
 
-    def output(self, llm: VerlChat, trajectory: Trajectory, *, seconds: float,
+    def output(self, sequence: TokenSequence, trajectory: Trajectory, *, seconds: float,
                versions: tuple[int | None, int | None] = (None, None)) -> AgentLoopOutput:
-        prompt_ids, response_ids, response_mask, logprobs = llm.response()
+        """verl's output of the episode, trained on `sequence` (the chat's, or its replay without lessons)."""
+        prompt_ids, response_ids, response_mask, logprobs = split_response(sequence,
+                                                                           self.rollout_config.response_length)
         if not prompt_ids:  # the episode failed before its first prompt: a one-token stand-in, mask 0
             prompt_ids = [self._pad_id()]
         if not response_ids:  # no model turn (a failed episode): nothing to learn from, mask 0
@@ -217,12 +273,12 @@ class BeyondAgentLoop(AgentLoopBase):
                     "origin": trajectory.task.origin,
                     "success": bool(reward.success) if reward is not None else False,
                     "reward": float(reward.score) if reward is not None else 0.0,
-                    "model_turns": llm.sequence.model_turns,
+                    "model_turns": sequence.model_turns,
                     "error": trajectory.error,
                     "seconds": round(seconds, 4),
                     # observation tokens after the last model turn (no learning signal) and anything past
                     # rollout.response_length, left out of the response
-                    "response_tokens_dropped": max(0, len(llm.sequence) - llm.sequence.prompt_length
+                    "response_tokens_dropped": max(0, len(sequence) - sequence.prompt_length
                                                    - len(response_ids)),
                 },
             },

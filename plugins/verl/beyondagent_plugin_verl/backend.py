@@ -37,11 +37,11 @@ from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
 from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
 from beyondagent_plugin_verl.mapping import (
-    ADVANTAGE_MODULE,
     AGENT_NAME,
     CPU_PLATFORM,
+    TRAINER_MODULE,
     RunFiles,
-    own_estimator,
+    own_trainer,
     verl_overrides,
 )
 
@@ -126,7 +126,7 @@ class VerlBackend:
                                         revalidates=bool(config.eval_every and written.val))
         log.info("verl.episode_records", records=records)
         final = self._launch(run, Path(composed["config"]), venv, steps=written.steps,
-                             modules=(ADVANTAGE_MODULE,) if own_estimator(run.spec) else ())
+                             modules=(TRAINER_MODULE,) if own_trainer(run.spec) else ())
         final["report"] = str(write_run_report(run.run_dir))
         return final
 

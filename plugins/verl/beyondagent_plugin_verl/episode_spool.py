@@ -15,7 +15,7 @@ within the step's batch: verl's step k reads rows `(k-1)*batch_size ...` of our 
 order; a validation task's row in the val file), and the worker knows the number of groups of
 the step, so it decides alone, exactly as `EpisodeSampling.picked` over the whole step would.
 Advantages are computed later, inside verl's trainer: with verl's GRPO the records have none
-(`advantages: null`); with an estimator of ours (`advantage_trainer.py`) the trainer spools each
+(`advantages: null`); with an estimator of ours (`sync_trainer.py`) the trainer spools each
 episode's advantages and step values to `step-<N>/advantages/`, keyed by the episode's id, and
 `take_step` puts them into the records.
 

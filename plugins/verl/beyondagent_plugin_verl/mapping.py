@@ -22,9 +22,11 @@ from beyondagent_plugin_verl.config import VerlConfig
 AGENT_NAME = "beyondagent"  # the name our agent loop is registered under in verl
 CPU_ROLLOUT = "beyondagent_hf"  # cpu_rollout.py's replica, for backend.device: cpu
 CPU_PLATFORM = "beyondagent_cpu"  # cpu_platform.py, picked by VERL_PLATFORM
-ADVANTAGE_TRAINER = "beyondagent_sync"  # advantage_trainer.py: verl's sync trainer + our estimator
-ADVANTAGE_MODULE = "beyondagent_plugin_verl.advantage_trainer"  # loaded through VERL_USE_EXTERNAL_MODULES
+OUR_TRAINER = "beyondagent_sync"  # sync_trainer.py: verl's sync trainer + our estimator and guided rollouts
+TRAINER_MODULE = "beyondagent_plugin_verl.sync_trainer"  # loaded through VERL_USE_EXTERNAL_MODULES
 ADVANTAGE_RECORD = "beyondagent_advantage"  # the agent loop's per-episode record for the estimator
+GUIDANCE_RECORD = "beyondagent_guidance"  # the agent loop's per-episode record of experience guidance
+OFF_POLICY_LOSS = "beyondagent_off_policy"  # off_policy_loss.py: verl's PPO clip, its own bounds on guided rows
 CPU_RAY_SLOTS = 16  # Ray's CPU count is logical: verl's actors each ask for one, the OS shares the cores
 ADV_ESTIMATORS = {"grpo": "grpo"}
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
@@ -99,8 +101,12 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put(f"{actor}.optim.lr_warmup_steps", config.warmup_steps if config.warmup_steps else -1, "backend.warmup_steps")
     put(f"{actor}.optim.weight_decay", config.weight_decay, "backend.weight_decay")
     put(f"{actor}.grad_clip", config.grad_clip, "backend.grad_clip")
-    if own_estimator(spec):  # verl computes GRPO, then our trainer replaces it (advantage_trainer.py)
-        put("trainer.v1.trainer_mode", ADVANTAGE_TRAINER, "backend.advantage.name")
+    # our trainer (sync_trainer.py): verl computes GRPO, then our estimator replaces it; guided samples
+    # trained without their lessons are marked off-policy, and our policy loss clips them
+    if own_trainer(spec):
+        put("trainer.v1.trainer_mode", OUR_TRAINER, "backend.advantage.name" if own_estimator(spec) else "experience")
+    if guided(spec):
+        put(f"{actor}.policy_loss.loss_mode", OFF_POLICY_LOSS, "experience.training")
     # rollout: vLLM (or our CPU rollout), token budgets, sampling, our agent loop
     put(f"{rollout}.name", "vllm" if config.device == "cuda" else CPU_ROLLOUT, "backend.device")
     put(f"{rollout}.mode", "async", "backend.name")
@@ -156,6 +162,17 @@ def own_estimator(spec: Spec) -> bool:
     return advantage is not None and advantage.name not in (None, "grpo")
 
 
+def guided(spec: Spec) -> bool:
+    """True when the spec has experience-guided rollouts (an `experience` store)."""
+    experience = spec.component("experience")
+    return experience is not None and experience.registration is not None
+
+
+def own_trainer(spec: Spec) -> bool:
+    """True when verl runs our trainer (sync_trainer.py): an estimator of ours or guided rollouts."""
+    return own_estimator(spec) or guided(spec)
+
+
 def cpu_settings(config: VerlConfig) -> dict[str, Any]:
     """verl's trainer on CPU processes: our platform and rollout (cpu_platform.py, cpu_rollout.py).
 
@@ -204,11 +221,23 @@ def check(spec: Spec, config: VerlConfig) -> None:
                         "a cluster", where=f"{where}, key backend.device",
                         hint="use device: cuda on a GPU cluster, or nodes: 1 and no ray_address on CPU")
     trainer_mode = flatten(config.verl).get("trainer.v1.trainer_mode")
-    if own_estimator(spec) and trainer_mode not in (None, ADVANTAGE_TRAINER):
+    if own_estimator(spec) and trainer_mode not in (None, OUR_TRAINER):
         raise SpecError(f"backend.advantage {spec.component('backend.advantage').name!r} runs in verl's synchronous "
-                        f"trainer (ours, `{ADVANTAGE_TRAINER}`), but backend.verl sets trainer.v1.trainer_mode: "
+                        f"trainer (ours, `{OUR_TRAINER}`), but backend.verl sets trainer.v1.trainer_mode: "
                         f"{trainer_mode}", where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
                         hint="remove that key, or use backend.advantage: {name: grpo} with verl's async trainers")
+    if guided(spec) and trainer_mode not in (None, OUR_TRAINER):
+        raise SpecError(f"experience-guided rollouts run in verl's synchronous trainer (ours, `{OUR_TRAINER}`), but "
+                        f"backend.verl sets trainer.v1.trainer_mode: {trainer_mode}",
+                        where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
+                        hint="remove that key, or the experience block, to use verl's async trainers")
+    loss_mode = flatten(config.verl).get("actor_rollout_ref.actor.policy_loss.loss_mode")
+    if guided(spec) and loss_mode not in (None, OFF_POLICY_LOSS):
+        raise SpecError(f"experience-guided rollouts train with our policy loss (`{OFF_POLICY_LOSS}`: verl's PPO clip, "
+                        f"with experience.off_clip_high and dual_clip on samples trained without their lessons), but "
+                        f"backend.verl sets actor_rollout_ref.actor.policy_loss.loss_mode: {loss_mode}",
+                        where=f"{where}, key backend.verl.actor_rollout_ref.actor.policy_loss.loss_mode",
+                        hint="remove that key, or the experience block")
     if algo.group_size < 2:
         raise SpecError(f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a group, "
                         "so it needs at least 2", where=f"{where}, key algorithm.group_size", hint="use 4 to 16")

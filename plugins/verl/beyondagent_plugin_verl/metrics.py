@@ -12,7 +12,12 @@ import math
 import numbers
 from typing import Any
 
-from beyondagent_core.metric_names import ADVANTAGE_PREFIX
+from beyondagent_core.metric_names import (
+    ADVANTAGE_PREFIX,
+    EXPERIENCE_PREFIX,
+    TRAIN_SUCCESS_RATE_GUIDED,
+    TRAIN_SUCCESS_RATE_UNGUIDED,
+)
 
 # our name <- verl's name (first found wins)
 MAPPING: dict[str, tuple[str, ...]] = {
@@ -67,7 +72,7 @@ def map_step(verl_metrics: dict[str, Any]) -> dict[str, Any]:
         number = _number(value)
         if number is not None:
             out[f"verl/{name}"] = number
-            if name.startswith(ADVANTAGE_PREFIX):  # our estimator's own metrics keep the torch backend's names
+            if name.startswith((ADVANTAGE_PREFIX, EXPERIENCE_PREFIX)):  # our trainer's metrics keep torch's names
                 out[name] = number
     return out
 
@@ -84,4 +89,9 @@ def episode_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
         out["train/success_rate_synthetic"] = sum(bool(e.get("success")) for e in synthetic) / len(synthetic)
         if original:
             out["train/success_rate_original"] = sum(bool(e.get("success")) for e in original) / len(original)
+    if any("guided" in e for e in episodes):  # experience-guided rollouts: success with and without lessons
+        for name, flag in ((TRAIN_SUCCESS_RATE_GUIDED, True), (TRAIN_SUCCESS_RATE_UNGUIDED, False)):
+            chosen = [bool(e.get("success")) for e in episodes if bool(e.get("guided")) is flag]
+            if chosen:
+                out[name] = sum(chosen) / len(chosen)
     return out

@@ -87,15 +87,19 @@ class VerlChat:
         return (first if first is not None else fallback), (last if last is not None else fallback)
 
     def response(self) -> tuple[list[int], list[int], list[int], list[float]]:
-        """(prompt ids, response ids, response mask, response log-probs), cut to `response_length`.
+        """This episode's (prompt ids, response ids, response mask, response log-probs): `split_response`."""
+        return split_response(self.sequence, self.response_length)
 
-        The response is everything after the first prompt; observations that came after the last
-        model turn carry no learning signal and are dropped, so the response ends on a model token.
-        """
-        seq = self.sequence
-        start = seq.prompt_length
-        ones = [i for i, m in enumerate(seq.loss_mask) if m]
-        end = (ones[-1] + 1) if ones else start
-        end = min(end, start + self.response_length)
-        return (list(seq.input_ids[:start]), list(seq.input_ids[start:end]), list(seq.loss_mask[start:end]),
-                [0.0 if math.isnan(x) else x for x in seq.logprobs[start:end]])
+
+def split_response(seq: TokenSequence, response_length: int) -> tuple[list[int], list[int], list[int], list[float]]:
+    """(prompt ids, response ids, response mask, response log-probs) of an episode, cut to `response_length`.
+
+    The response is everything after the first prompt; observations that came after the last
+    model turn carry no learning signal and are dropped, so the response ends on a model token.
+    """
+    start = seq.prompt_length
+    ones = [i for i, m in enumerate(seq.loss_mask) if m]
+    end = (ones[-1] + 1) if ones else start
+    end = min(end, start + response_length)
+    return (list(seq.input_ids[:start]), list(seq.input_ids[start:end]), list(seq.loss_mask[start:end]),
+            [0.0 if math.isnan(x) else x for x in seq.logprobs[start:end]])

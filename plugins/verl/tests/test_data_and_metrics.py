@@ -78,6 +78,16 @@ def test_verl_step_metrics_map_to_our_names() -> None:
     assert ours["verl/critic/score/mean"] == 0.25 and "verl/critic/score/max" not in ours and "verl/some/text" not in ours
 
 
+def test_our_trainers_metrics_and_guided_success_keep_the_torch_backends_names() -> None:
+    ours = metric_map.map_step({"advantage/anchor_groups": 3, "experience/hit_rate": 0.5})
+    assert ours["advantage/anchor_groups"] == 3 and ours["experience/hit_rate"] == 0.5
+    episodes = [{"success": True, "guided": True}, {"success": False, "guided": True},
+                {"success": False, "guided": False}, {"success": False, "guided": False}]
+    rates = metric_map.episode_metrics(episodes)
+    assert rates["train/success_rate_guided"] == 0.5 and rates["train/success_rate_unguided"] == 0.0
+    assert "train/success_rate_guided" not in metric_map.episode_metrics([{"success": True}])  # no experience
+
+
 def test_our_names_are_the_torch_backends_names() -> None:
     from beyondagent_core import metric_names as names
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 from beyondagent_plugin_verl.mapping import (
-    ADVANTAGE_TRAINER,
     AGENT_NAME,
     CPU_ROLLOUT,
+    OFF_POLICY_LOSS,
+    OUR_TRAINER,
     RunFiles,
     flatten,
     verl_overrides,
@@ -184,6 +185,26 @@ def test_an_unknown_device_is_refused(tmp_path: Path) -> None:
 
 def test_an_estimator_other_than_grpo_selects_our_trainer_mode(tmp_path: Path) -> None:
     got = mapped(spec_of(tmp_path, backend={"advantage": {"name": "gigpo"}}), tmp_path)
-    assert got["trainer.v1.trainer_mode"] == ADVANTAGE_TRAINER
+    assert got["trainer.v1.trainer_mode"] == OUR_TRAINER
     assert got["algorithm.adv_estimator"] == "grpo"  # verl's GRPO runs first; ours replaces it
     assert "trainer.v1.trainer_mode" not in mapped(spec_of(tmp_path), tmp_path)
+
+
+def test_experience_selects_our_trainer_and_our_policy_loss(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path)
+    data = yaml.safe_load((tmp_path / "spec.yaml").read_text())
+    data["experience"] = {"name": "experience"}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(data))
+    spec = prepare(tmp_path / "spec.yaml", manager=PluginManager(Switches(autoload=True))).spec
+    got = mapped(spec, tmp_path)
+    assert got["trainer.v1.trainer_mode"] == OUR_TRAINER
+    assert got["actor_rollout_ref.actor.policy_loss.loss_mode"] == OFF_POLICY_LOSS
+    assert "actor_rollout_ref.actor.policy_loss.loss_mode" not in mapped(spec_of(tmp_path), tmp_path)
+    for key, value in (("trainer.v1.trainer_mode", "colocate_async"),
+                       ("actor_rollout_ref.actor.policy_loss.loss_mode", "gspo")):
+        data["backend"]["verl"] = {key: value}
+        (tmp_path / "spec.yaml").write_text(yaml.safe_dump(data))
+        spec = prepare(tmp_path / "spec.yaml", manager=PluginManager(Switches(autoload=True))).spec
+        with pytest.raises(SpecError) as caught:
+            mapped(spec, tmp_path)
+        assert f"key backend.verl.{key}" in str(caught.value) and "experience" in str(caught.value)

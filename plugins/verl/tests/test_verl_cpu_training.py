@@ -16,6 +16,7 @@ FrozenLake. Two steps, then `--resume` to a third. What is checked is what only 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -117,3 +118,79 @@ def test_a_step_level_estimator_replaces_grpo_inside_verls_trainer(verl_venv: An
     assert yaml.safe_load((verl_dir / "verl_config.yaml").read_text())["trainer"]["v1"]["trainer_mode"] == \
         "beyondagent_sync"
     print(f"\nverl on CPU with gigpo: 1 step in {seconds:.0f} s")
+
+
+def test_experience_guided_rollouts_train_off_policy_inside_verls_trainer(verl_venv: Any, tiny_model: str,
+                                                                          tmp_path: Path, openai_server: Any) -> None:
+    """`experience` with `backend: verl`: the agent loop shows half of each group the store's lessons
+    and returns those episodes stripped of them (`training: strip`); our trainer marks them
+    off-policy for our loss; the step's episodes are summarized into the store by the LLM
+    (`openai_server`: a loopback stand-in for a hosted LLM). The store is seeded, as an earlier
+    run would have left it, so the first step is guided."""
+    from beyondagent_plugin_experience.store import SqliteExperienceStore
+
+    from beyondagent_core.experience import Experience
+
+    store_path = tmp_path / "lessons.sqlite"
+    seeded = SqliteExperienceStore(path=store_path)
+    seeded.add([Experience(text="On FrozenLake, move right then down to reach the goal.", task_id="any",
+                           query="Reach the goal G without falling into a hole")])
+    seeded.close()
+    openai_server.responder = lambda body: '<lesson kind="failure">Walking into the wall wastes a turn.</lesson>'
+    spec = cpu_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["backend"].update({"total_steps": 1, "save_every": 0, "max_prompt_tokens": 512})  # lessons included
+    data["experience"] = {"name": "experience", "path": str(store_path), "mode": "mixed", "ratio": 0.5,
+                          "training": "strip", "summarizer": "llm",
+                          "llm": {"base_url": openai_server.base_url, "model": "m"}}
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    run_dir = tmp_path / "runs" / "verl_frozenlake"
+    line = steps(run_dir)[1]
+    assert line["experience/guided_fraction"] == 0.5 and line["experience/hit_rate"] == 1.0
+    assert line["experience/added"] == 1 and line["experience/total"] == 2
+    assert "train/success_rate_guided" in line and "train/success_rate_unguided" in line
+    assert line["verl/actor/off_policy_token_fraction"] > 0  # the flags reached the actor's loss
+    # the stripped samples' tokens were sampled with the lessons in the context: verl's actor, reading
+    # them without, gives other log-probs (on-policy samples agree to 1e-9, test above)
+    assert line["verl/training/rollout_probs_diff_max"] > 1e-6
+    records = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and sum(r["guided"] for r in records) == 2
+    assert all(r["off_policy"] == r["guided"] for r in records)
+    for group in (0, 1):  # a stripped sample's prompt is exactly its unguided sibling's
+        guided, unguided = sorted((r for r in records if r["group"] == group), key=lambda r: not r["guided"])
+        prompt = [[t["id"] for t in expand_tokens(r)][:[t["mask"] for t in expand_tokens(r)].index(1)]
+                  for r in (guided, unguided)]
+        assert prompt[0] == prompt[1]
+        assert "<experience>" not in "".join(t["text"] for t in expand_tokens(guided))
+    assert [e.kind for e in SqliteExperienceStore(path=store_path).all()] == ["hindsight", "failure"]
+    print(f"\nverl on CPU with experience-guided rollouts: 1 step in {seconds:.0f} s")
+
+
+def test_the_llm_judged_adca_estimator_runs_inside_verls_trainer(verl_venv: Any, tiny_model: str, tmp_path: Path,
+                                                                 openai_server: Any) -> None:
+    """`backend.advantage: adca`: verl's trainer process calls the step judge (`openai_server`, a
+    loopback stand-in for a hosted LLM, labels step 1 of every episode GOOD and the rest BAD)
+    and trains on ADCA's advantages; the step rewards reach `episodes.jsonl`."""
+    def label(body: dict[str, Any]) -> str:
+        steps = re.findall(r"^Step (\d+)\nACTION:", body["messages"][-1]["content"], flags=re.MULTILINE)
+        return "\n".join(f"Step {n}: {'GOOD' if n == '1' else 'BAD'}" for n in steps)
+
+    openai_server.responder = label
+    spec = cpu_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["backend"].update({"total_steps": 1, "save_every": 0,
+                            "advantage": {"name": "adca", "llm": {"base_url": openai_server.base_url, "model": "m"}}})
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    run_dir = tmp_path / "runs" / "verl_frozenlake"
+    line = steps(run_dir)[1]
+    assert line["advantage/judged"] == 4 and line["advantage/fallback_groups"] == 0  # every episode judged
+    assert line["actor/grad_norm"] > 0
+    records = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert all(record["step_values"] for record in records)  # ADCA's step rewards r_k, one per step
+    # one GOOD step per episode (step 1) of all the steps the judge labelled
+    assert abs(line["advantage/good_step_share"] - len(records) / sum(len(r["step_values"]) for r in records)) < 1e-6
+    trained = [row["advantage"] for record in records for row in expand_tokens(record) if row["mask"]]
+    assert abs(sum(trained) / len(trained) - line["verl/critic/advantages/mean"]) < 1e-3
+    print(f"\nverl on CPU with adca: 1 step in {seconds:.0f} s")

@@ -202,6 +202,10 @@ class VerlBackend:
     def _report(self, run: RunContext, step: int, values: dict[str, Any],
                 episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         ours = {**metric_map.map_step(values), **metric_map.episode_metrics(episodes or [])}
+        failed = [e for e in episodes or [] if e.get("error")]
+        if failed:  # trained on as score 0: said on the console, as the torch backend does
+            log.warning("verl.episode_errors", step=step, failed=len(failed), episodes=len(episodes),
+                        first=failed[0]["error"])
         append_jsonl(run.run_dir / METRICS_FILE, [{"step": step, "time": time.time(), **ours}])
         run.step_finished(step, {k: v for k, v in ours.items() if not k.startswith("verl/")})
         return ours

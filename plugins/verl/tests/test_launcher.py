@@ -23,6 +23,7 @@ import pytest
 import yaml
 from beyondagent_plugin_verl.backend import VerlBackend, _MetricsReader, failure
 from beyondagent_plugin_verl.config import VerlConfig
+from structlog.testing import capture_logs
 
 from beyondagent_core.errors import RunError
 
@@ -158,3 +159,8 @@ def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:
     assert line["step"] == 1 and line["train/success_rate"] == pytest.approx(2 / 3)
     assert reported[0][0] == 1 and "verl/critic/score/mean" not in reported[0][1]
     assert take_step(tmp_path, 2)[0]["success"] is False
+    failing = [{"success": False, "error": "PromptTooLong: the prompt is 284 tokens"}, {"success": True, "error": None}]
+    with capture_logs() as events:
+        VerlBackend(VerlConfig())._report(Run(), 2, {}, failing)
+    warned = [e for e in events if e["event"] == "verl.episode_errors"]
+    assert warned and warned[0]["failed"] == 1 and warned[0]["first"].startswith("PromptTooLong")

@@ -194,3 +194,62 @@ def test_the_llm_judged_adca_estimator_runs_inside_verls_trainer(verl_venv: Any,
     trained = [row["advantage"] for record in records for row in expand_tokens(record) if row["mask"]]
     assert abs(sum(trained) / len(trained) - line["verl/critic/advantages/mean"]) < 1e-3
     print(f"\nverl on CPU with adca: 1 step in {seconds:.0f} s")
+
+
+TAXI_TASK = ('<task>{"query": "Move the taxi one row north (judge: yes).", "confidence": 0.9, '
+             '"action_sequence": ["north"]}</task>')
+
+
+def hosted_llm(body: dict[str, Any]) -> str:
+    """What the example's hosted LLM is asked, answered the way a model would (routed on the request)."""
+    text = json.dumps(body["messages"])
+    system = body["messages"][0]["content"] if body["messages"][0]["role"] == "system" else ""
+    if "Label every step" in text:  # ADCA's step judge
+        count = len(re.findall(r"Step \d+\\nACTION", text))
+        return "\n".join(f"Step {n}: {'GOOD' if n % 2 else 'BAD'}" for n in range(1, count + 1))
+    if "Learn from its attempts" in text:  # the experience summarizer; "taxi" lets BM25 retrieve the lesson for
+        # every Taxi task (an original Taxi task's query is its id, `taxi-train-1`)
+        return '<lesson kind="failure">Driving the taxi into a wall wastes a move.</lesson>'
+    if "grader" in system:  # llm_judge on synthetic tasks
+        return "<verdict>yes</verdict>" if "(judge: yes)" in text else "<verdict>no</verdict>"
+    if "<task>" in text:  # the exploration summarizer
+        return TAXI_TASK
+    return "Action: north"  # the explorer
+
+
+def test_the_self_evolve_example_runs_all_three_mechanisms_in_verl(verl_venv: Any, tiny_model: str, tmp_path: Path,
+                                                                   openai_server: Any) -> None:
+    """examples/self_evolve.yaml with only its backend block changed to verl (on CPU): exploration
+    writes synthetic Taxi tasks judged by the LLM inside verl's rollout workers, ADCA labels steps in
+    verl's trainer, lessons guide the second step's rollouts and their samples train off-policy.
+    `openai_server` is a loopback stand-in for the example's hosted LLM."""
+    openai_server.responder = hosted_llm
+    data = yaml.safe_load((ROOT / "examples" / "self_evolve.yaml").read_text())
+    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["model"]["path"] = "tiny"
+    data["llm"].update({"base_url": openai_server.base_url, "timeout": 30})
+    data["tasks"]["train"]["count"] = 2
+    data["tasks"].pop("val")
+    data["env"]["max_steps"] = 3
+    data["explore"].update({"n": 1, "max_explore_step": 2, "workers": 2})
+    data["workflow"]["max_turns"] = 3
+    data["algorithm"].update({"group_size": 2, "kl_coef": 0})
+    data["experience"].update({"path": str(tmp_path / "lessons.sqlite"), "ratio": 1.0})
+    data["backend"] = {"name": "verl", "device": "cpu", "advantage": data["backend"]["advantage"], "total_steps": 2,
+                       "batch_size": 2, "lr": 0.01, "max_new_tokens": 4, "max_prompt_tokens": 1024,
+                       "max_response_tokens": 512, "micro_batch_size": 2, "save_every": 0, "timeout_s": 900}
+    data["plugins"]["require"] = [r.replace("-torch", "-verl") for r in data["plugins"]["require"]]
+    data["logging"] = {"episodes": "all"}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    run_dir = tmp_path / "runs" / "self-evolve"
+    by_step = steps(run_dir)
+    assert sorted(by_step) == [1, 2]
+    assert all(line["advantage/active"] == 1 and line["advantage/fallback_groups"] == 0 for line in by_step.values())
+    assert by_step[1]["experience/added"] == 1  # the LLM's lesson, stored once
+    assert by_step[2]["experience/hit_rate"] == 1 and by_step[2]["experience/guided_fraction"] == 1
+    assert by_step[2]["verl/actor/off_policy_token_fraction"] > 0
+    assert (run_dir / "synthetic_tasks.jsonl").is_file()
+    origins = {json.loads(x)["origin"] for x in (run_dir / "episodes.jsonl").read_text().splitlines()}
+    print(f"\nself_evolve.yaml on verl (CPU): explore + 2 steps in {seconds:.0f} s; episode origins {sorted(origins)}")

@@ -188,7 +188,8 @@ class BeyondAgentLoop(AgentLoopBase):
             output.extra_fields["beyondagent"]["guided"] = bool(lessons)
             output.extra_fields[GUIDANCE_RECORD] = {"guided": bool(lessons), "off_policy": off_policy,
                                                     "retrieved": len(lessons), "trajectory": trajectory.to_dict()}
-        self.spool(worker, row, place, chat, sequence, trajectory, output, off_policy=off_policy)
+        self.spool(worker, row, place, sequence, trajectory, output, episode_id=chat.request_id,
+                   off_policy=off_policy)
         return output
 
     def place(self, worker: WorkerRuntime, row: dict[str, Any]) -> Place:
@@ -214,8 +215,8 @@ class BeyondAgentLoop(AgentLoopBase):
                                  seed=(worker.seed, "guides", place.step, place.group, task.task_id))
         return worker.guidance.store.retrieve(task, block.k) if place.session in chosen else []
 
-    def spool(self, worker: WorkerRuntime, row: dict[str, Any], place: Place, llm: VerlChat, sequence: TokenSequence,
-              trajectory: Trajectory, output: AgentLoopOutput, *, off_policy: bool) -> None:
+    def spool(self, worker: WorkerRuntime, row: dict[str, Any], place: Place, sequence: TokenSequence,
+              trajectory: Trajectory, output: AgentLoopOutput, *, episode_id: str, off_policy: bool) -> None:
         """This episode's facts (the launcher's success rates, by verl's `global_steps` and split) and,
         when `logging.episodes` keeps it, its `episodes.jsonl` record, to this worker's spool file."""
         extra = row.get("extra_info") or {}
@@ -241,7 +242,7 @@ class BeyondAgentLoop(AgentLoopBase):
                              trajectory.task.task_id, exc_info=True)
         episode_spool.spool(Path(self.run_dir), step, {**facts, "global_steps": step, "split": split, "group": group,
                                                        "epoch": extra.get("epoch"), "episode": record,
-                                                       "episode_id": llm.request_id})
+                                                       "episode_id": episode_id})
 
     def output(self, sequence: TokenSequence, trajectory: Trajectory, *, seconds: float,
                versions: tuple[int | None, int | None] = (None, None)) -> AgentLoopOutput:

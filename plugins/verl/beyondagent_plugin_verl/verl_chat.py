@@ -86,10 +86,6 @@ class VerlChat:
                     None)
         return (first if first is not None else fallback), (last if last is not None else fallback)
 
-    def response(self) -> tuple[list[int], list[int], list[int], list[float]]:
-        """This episode's (prompt ids, response ids, response mask, response log-probs): `split_response`."""
-        return split_response(self.sequence, self.response_length)
-
 
 def split_response(seq: TokenSequence, response_length: int) -> tuple[list[int], list[int], list[int], list[float]]:
     """(prompt ids, response ids, response mask, response log-probs) of an episode, cut to `response_length`.

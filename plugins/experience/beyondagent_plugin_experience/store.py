@@ -13,19 +13,28 @@ lessons fill up to `k`. Summaries turn a step's finished trajectories into new r
   for that task ("a successful attempt took these actions: ...");
 - `llm`: per task, the LLM reads up to 4 successful and 4 failed attempts and writes lessons of
   AgentEvolver's three kinds — from a success, from a failure, from comparing the two.
+
+Several processes may share one file (parallel runs, a Ray cluster's workers): the file is in
+WAL mode (readers never wait for the writer), each store writes through its one connection, and
+an `add` takes the write lock first (`BEGIN IMMEDIATE`) so its duplicate checks and inserts are
+one transaction that no other writer interleaves with; a writer that finds the file locked waits
+(`BUSY_TIMEOUT_S`) and retries. A record that cannot be read back (metadata that is not a JSON
+object, a text that is not text) is skipped and counted (`bad_records`); a file that is damaged
+or not a store is a `RunError` naming it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -44,6 +53,7 @@ if TYPE_CHECKING:
     from beyondagent_plugin_experience.vectors import VectorIndex
 
 log = get_logger("beyondagent.experience")
+_T = TypeVar("_T")
 
 DEFAULT_FILE = "experiences.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS experiences (
@@ -52,6 +62,8 @@ SCHEMA = """CREATE TABLE IF NOT EXISTS experiences (
 NORM_INDEX = "CREATE INDEX IF NOT EXISTS experiences_norm_key ON experiences (norm_key)"
 COLUMNS = ("experience_id", "text", "kind", "task_id", "query", "outcome", "source_run", "step", "metadata")
 ATTEMPTS_SHOWN = 4
+BUSY_TIMEOUT_S = 30.0  # how long one attempt waits for another process's write lock
+LOCK_ATTEMPTS = 3  # attempts before a locked file is an error
 RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 QUERY_CACHE = 4096  # query vectors kept: the same tasks come back every step
 LESSON = re.compile(r"<lesson\s+kind=\"?(success|failure|comparison)\"?\s*>(.*?)</lesson>", re.DOTALL | re.IGNORECASE)
@@ -74,6 +86,11 @@ def actions_of(trajectory: Trajectory) -> list[str]:
     return [turn.content.strip() for turn in trajectory.turns if turn.role == "assistant" and turn.content.strip()]
 
 
+def _locked(exc: Exception) -> bool:
+    """Whether a sqlite error is another connection's lock (worth waiting for), not damage."""
+    return any(word in str(exc).lower() for word in ("locked", "busy"))
+
+
 def succeeded(trajectory: Trajectory) -> bool:
     return trajectory.error is None and trajectory.reward is not None and bool(trajectory.reward.success)
 
@@ -92,9 +109,11 @@ class SqliteExperienceStore:
         self.llm = llm
         self.run_name = run_name
         self.counters = {"added": 0, "duplicates": 0, "near_duplicates": 0, "retrievals": 0, "retrieval_hits": 0,
-                         "retrieved": 0, "summary_failures": 0}
+                         "retrieved": 0, "summary_failures": 0, "bad_records": 0}
         self._bm25 = Bm25Ranking()
         self._records: list[Experience] | None = None
+        self._rows = 0  # the row count `_records` was read at (bad records are rows too)
+        self._bad: set[str] = set()  # ids of the records that cannot be read
         self._dbapi: Any = sqlite3
         self.embedder = None
         self._vectors: VectorIndex | None = None
@@ -129,19 +148,64 @@ class SqliteExperienceStore:
             if self.embedder is not None:
                 from beyondagent_plugin_experience.vectors import connect
 
-                self._db, self._dbapi = connect(self.path)
+                self._db, self._dbapi = connect(self.path, timeout=BUSY_TIMEOUT_S)
             else:
-                self._db = sqlite3.connect(self.path, check_same_thread=False)
+                try:
+                    self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
+                except sqlite3.Error as exc:  # a directory, a folder without write permission
+                    raise self._unusable("cannot be opened", exc) from exc
             try:
-                self._migrate(self._db)
+                # WAL: readers (every retrieval) never block the writer, nor it them; a file that is
+                # not sqlite fails here. The mode is the file's: set once, kept by every later open.
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._write(self._db, self._migrate)
             except self._dbapi.DatabaseError as exc:
                 self._db.close()
                 self._db = None
-                raise RunError(f"the experience store {self.path} cannot be opened: {exc}", where="experience.path",
-                               hint="point experience.path at a new file, or remove the damaged one") from exc
+                raise self._unusable("cannot be opened", exc) from exc
             if self.embedder is not None:
                 self._open_vectors()
         return self._db
+
+    def _unusable(self, what: str, exc: Exception) -> RunError:
+        return RunError(f"the experience store {self.path} {what}: {exc}", where="experience.path",
+                        hint="point experience.path at a new file, or remove the damaged one")
+
+    def _write(self, db: Any, work: Callable[[Any], _T]) -> _T:
+        """`work(db)` as one write transaction, begun with the write lock held so that no other
+        process's writer interleaves; a file locked past the busy timeout is tried again."""
+        for attempt in range(1, LOCK_ATTEMPTS + 1):
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except self._dbapi.OperationalError as exc:
+                if not _locked(exc):
+                    raise
+                if attempt == LOCK_ATTEMPTS:
+                    raise RunError(f"the experience store {self.path} stayed locked by another writer for "
+                                   f"{LOCK_ATTEMPTS * BUSY_TIMEOUT_S:g}s", where="experience.path",
+                                   hint="another process holds a write transaction open; stop it, or give "
+                                        "this run its own experience.path") from exc
+                log.warning("experience.locked", path=str(self.path), attempt=attempt)
+                time.sleep(0.1 * attempt)
+                continue
+            try:
+                result = work(db)
+                db.commit()
+                return result
+            except BaseException:
+                db.rollback()
+                raise
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def _reading_file(self) -> Iterator[None]:
+        """sqlite errors inside the block (a page damaged after the file opened) name the file."""
+        try:
+            yield
+        except self._dbapi.DatabaseError as exc:
+            if _locked(exc):
+                raise self._unusable("is locked by another process", exc) from exc
+            raise self._unusable("is damaged or is not an experience store", exc) from exc
 
     @staticmethod
     def _migrate(db: Any) -> None:
@@ -151,9 +215,8 @@ class SqliteExperienceStore:
             db.execute("ALTER TABLE experiences ADD COLUMN norm_key TEXT")
         stale = db.execute("SELECT experience_id, text FROM experiences WHERE norm_key IS NULL").fetchall()
         db.executemany("UPDATE experiences SET norm_key = ? WHERE experience_id = ?",
-                       [(normalized_key(text), key) for key, text in stale])
+                       [(normalized_key(text), key) for key, text in stale if isinstance(text, str)])
         db.execute(NORM_INDEX)
-        db.commit()
 
     def _open_vectors(self) -> None:
         from beyondagent_plugin_experience.embeddings import EmbeddingUnavailable
@@ -172,8 +235,7 @@ class SqliteExperienceStore:
             raise
 
     def _documents(self) -> dict[str, str]:
-        rows = self._db.execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()
-        return {record.experience_id: document(record) for record in map(self._record, rows)}
+        return {record.experience_id: document(record) for record in self._read_records(self._db)}
 
     def _embedding_failed(self, during: str, exc: Exception) -> None:
         self.counters["embedding_failures"] += 1
@@ -184,69 +246,117 @@ class SqliteExperienceStore:
         """Store the new ones; exact and near duplicates (of stored ones or of each other) are counted, not added."""
         from beyondagent_plugin_experience.embeddings import EmbeddingUnavailable
 
-        with self._lock:
+        with self._lock, self._reading_file():
             db = self._connection()
-            fresh: list[Experience] = []
-            ids: set[str] = set()
-            keys: set[str] = set()
-            for experience in experiences:
-                experience = attrs.evolve(experience, text=experience.text[: self.config.max_chars],
-                                          source_run=experience.source_run or self.run_name)
-                key = normalized_key(experience.text)
-                if experience.experience_id in ids or db.execute(
-                        "SELECT 1 FROM experiences WHERE experience_id = ?", (experience.experience_id,)).fetchone():
-                    self.counters["duplicates"] += 1
-                elif key in keys or db.execute("SELECT 1 FROM experiences WHERE norm_key = ?", (key,)).fetchone():
-                    self.counters["duplicates"] += 1
-                    self.counters["near_duplicates"] += 1
-                else:
-                    fresh.append(experience)
-                ids.add(experience.experience_id)
-                keys.add(key)
+            # Without the lock first (embedding is a request away): what is new as far as the file
+            # knows now; the transaction below checks again, since another writer may add meanwhile.
+            fresh = self._unique(db, experiences)
             vectors = None
             if self._vectors is not None and fresh:
                 try:
                     vectors = self.embedder.embed([document(e) for e in fresh])
                 except EmbeddingUnavailable as exc:  # stored without vectors; the next sync embeds them
                     self._embedding_failed("add", exc)
-            added = 0
-            for index, experience in enumerate(fresh):
-                if vectors is not None:
-                    nearest = self._vectors.nearest(vectors[index], 1)
-                    if nearest and nearest[0][1] >= self.config.embedding.dedup_similarity:
-                        self.counters["duplicates"] += 1
-                        self.counters["near_duplicates"] += 1
-                        continue
-                db.execute(f"INSERT INTO experiences ({', '.join(COLUMNS)}, created, norm_key) "
-                           f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})",
-                           (experience.experience_id, experience.text, experience.kind, experience.task_id,
-                            experience.query, experience.outcome, experience.source_run, experience.step,
-                            json.dumps(experience.metadata, default=str), time.time(),
-                            normalized_key(experience.text)))
-                if vectors is not None:
-                    self._vectors.put([experience.experience_id], vectors[index: index + 1])
-                added += 1
-            db.commit()
+            added = self._write(db, lambda db: self._insert(db, fresh, vectors))
             if vectors is not None and self._synced >= 0:
                 self._synced += added
         self.counters["added"] += added
         return added
 
+    def _unique(self, db: Any, experiences: Sequence[Experience]) -> list[Experience]:
+        """The experiences that are neither stored nor repeated among themselves (counting the rest)."""
+        fresh: list[Experience] = []
+        ids: set[str] = set()
+        keys: set[str] = set()
+        for experience in experiences:
+            experience = attrs.evolve(experience, text=experience.text[: self.config.max_chars],
+                                      source_run=experience.source_run or self.run_name)
+            key = normalized_key(experience.text)
+            if experience.experience_id in ids or self._stored(db, experience):
+                self.counters["duplicates"] += 1
+            elif key in keys or db.execute("SELECT 1 FROM experiences WHERE norm_key = ?", (key,)).fetchone():
+                self.counters["duplicates"] += 1
+                self.counters["near_duplicates"] += 1
+            else:
+                fresh.append(experience)
+            ids.add(experience.experience_id)
+            keys.add(key)
+        return fresh
+
+    @staticmethod
+    def _stored(db: Any, experience: Experience) -> bool:
+        return db.execute("SELECT 1 FROM experiences WHERE experience_id = ?",
+                          (experience.experience_id,)).fetchone() is not None
+
+    def _insert(self, db: Any, fresh: Sequence[Experience], vectors: np.ndarray | None) -> int:
+        """Inside the write transaction: what another writer added since `_unique` is a duplicate now."""
+        added = 0
+        for index, experience in enumerate(fresh):
+            if self._stored(db, experience) or db.execute(
+                    "SELECT 1 FROM experiences WHERE norm_key = ?", (normalized_key(experience.text),)).fetchone():
+                self.counters["duplicates"] += 1
+                continue
+            if vectors is not None:
+                nearest = self._vectors.nearest(vectors[index], 1)
+                if nearest and nearest[0][1] >= self.config.embedding.dedup_similarity:
+                    self.counters["duplicates"] += 1
+                    self.counters["near_duplicates"] += 1
+                    continue
+            db.execute(f"INSERT INTO experiences ({', '.join(COLUMNS)}, created, norm_key) "
+                       f"VALUES ({', '.join('?' * (len(COLUMNS) + 2))})",
+                       (experience.experience_id, experience.text, experience.kind, experience.task_id,
+                        experience.query, experience.outcome, experience.source_run, experience.step,
+                        json.dumps(experience.metadata, default=str), time.time(),
+                        normalized_key(experience.text)))
+            if vectors is not None:
+                self._vectors.put([experience.experience_id], vectors[index: index + 1])
+            added += 1
+        return added
+
     def all(self) -> list[Experience]:
-        """Every record, oldest first. Records are never changed or removed, so the count tells when the
-        cached list (read again only when the file has grown, by this store or another) is stale."""
-        with self._lock:
+        """Every readable record, oldest first. Records are never changed or removed, so the row count
+        tells when the cached list (read again only when the file has grown, by this store or
+        another) is stale."""
+        with self._lock, self._reading_file():
             db = self._connection()
             count = db.execute("SELECT COUNT(*) FROM experiences").fetchone()[0]
-            if self._records is None or len(self._records) != count:
-                rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()
-                self._records = [self._record(row) for row in rows]
+            if self._records is None or self._rows != count:
+                self._records = self._read_records(db)
+                self._rows = count
             return list(self._records)
+
+    def _read_records(self, db: Any) -> list[Experience]:
+        """The records, oldest first; one that cannot be read is left out, counted and logged once."""
+        rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM experiences ORDER BY created").fetchall()
+        records = []
+        for row in rows:
+            try:
+                records.append(self._record(row))
+            except (ValueError, TypeError) as exc:
+                key = str(row[0])
+                if key not in self._bad:
+                    self._bad.add(key)
+                    self.counters["bad_records"] = len(self._bad)
+                    log.warning("experience.bad_record", path=str(self._path), experience_id=key, reason=str(exc))
+        return records
 
     @staticmethod
     def _record(row: Sequence[Any]) -> Experience:
+        """One row as an Experience; ValueError or TypeError says what about it is wrong."""
         data = dict(zip(COLUMNS, row))
-        data["metadata"] = json.loads(data["metadata"] or "{}")
+        if not isinstance(data["text"], str):
+            raise TypeError(f"text is {type(data['text']).__name__}, not text")
+        metadata = json.loads(data["metadata"] or "{}")  # JSONDecodeError is a ValueError
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata is a JSON {type(metadata).__name__}, not an object")
+        for key in ("kind", "task_id", "query", "source_run"):
+            if data[key] is not None and not isinstance(data[key], str):
+                raise TypeError(f"{key} is {type(data[key]).__name__}, not text")
+        if data["outcome"] is not None and not isinstance(data["outcome"], (int, float)):
+            raise TypeError(f"outcome is {type(data['outcome']).__name__}, not a number")
+        if data["step"] is not None and not isinstance(data["step"], int):
+            raise TypeError(f"step is {type(data['step']).__name__}, not an integer")
+        data["metadata"] = metadata
         return Experience(**data)
 
     # --- retrieval ----------------------------------------------------------------------------
@@ -280,7 +390,7 @@ class SqliteExperienceStore:
         config = self.config.embedding
         wide = k if config.ranking == "vector" else max(4 * k, 20)
         try:
-            with self._lock:
+            with self._lock, self._reading_file():
                 if self._synced != len(records):  # records another store object added, or vectors that failed
                     self._vectors.backfill({record.experience_id: document(record) for record in records})
                     self._synced = len(records)
@@ -362,7 +472,7 @@ class SqliteExperienceStore:
 
     def stats(self) -> dict[str, float]:
         """Counts of this store object's life, `total` records in the file and, with embeddings, requests made."""
-        with self._lock:
+        with self._lock, self._reading_file():
             total = self._connection().execute("SELECT COUNT(*) FROM experiences").fetchone()[0]
         out = {"total": float(total), **{key: float(value) for key, value in self.counters.items()}}
         if self.embedder is not None:

@@ -33,15 +33,20 @@ INSTALL = ("pip install 'beyondagent-plugin-experience[embeddings]' (sqlite-vec,
            "where Python's sqlite3 cannot load extensions), or unset experience.embedding to retrieve with BM25")
 
 
-def connect(path: Path) -> tuple[Any, ModuleType]:
-    """A connection to `path` with sqlite-vec loaded, and the DB-API module it came from."""
+def connect(path: Path, *, timeout: float) -> tuple[Any, ModuleType]:
+    """A connection to `path` with sqlite-vec loaded, and the DB-API module it came from; `timeout`:
+    seconds a statement waits for another connection's lock."""
     try:
         import sqlite_vec
     except ImportError:
         raise RunError("experience.embedding needs the sqlite-vec package, which is not installed",
                        where="experience.embedding", hint=INSTALL) from None
     dbapi = _extension_capable_sqlite()
-    db = dbapi.connect(str(path), check_same_thread=False)
+    try:
+        db = dbapi.connect(str(path), timeout=timeout, check_same_thread=False)
+    except dbapi.Error as exc:  # a directory, a folder without write permission
+        raise RunError(f"the experience store {path} cannot be opened: {exc}", where="experience.path",
+                       hint="point experience.path at a new file, or remove the damaged one") from exc
     try:
         db.enable_load_extension(True)
         sqlite_vec.load(db)

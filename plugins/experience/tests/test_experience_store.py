@@ -114,3 +114,49 @@ def test_a_file_written_before_near_duplicate_checks_is_upgraded(tmp_path: Path)
     store = SqliteExperienceStore(path=path)
     assert store.add([Experience(text="move down -- first!")]) == 0 and store.stats()["near_duplicates"] == 1
     assert [e.source_run for e in store.all()] == ["r0"]
+
+
+def test_a_file_that_cannot_be_opened_is_a_clear_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "folder.sqlite").mkdir()  # a path that is no file (or a folder without write permission)
+    with pytest.raises(RunError, match="cannot be opened") as caught:
+        SqliteExperienceStore(path=tmp_path / "folder.sqlite").all()
+    assert str(tmp_path / "folder.sqlite") in str(caught.value)
+
+
+def test_damage_found_after_opening_is_a_clear_error_naming_the_file(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "x.sqlite"
+    store = SqliteExperienceStore(path=path)
+    store.add([Experience(text=f"Lesson number {index}.") for index in range(20)])
+    store.close()
+    with sqlite3.connect(path) as db:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        [root] = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_experiences_1'").fetchone()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page_size: root * page_size] = b"\x07" * page_size  # the id index, which opening never reads
+    path.write_bytes(bytes(data))
+    with pytest.raises(RunError, match="is damaged or is not an experience store") as caught:
+        SqliteExperienceStore(path=path).add([Experience(text="A new lesson.")])
+    assert str(path) in str(caught.value) and "experience.path" in caught.value.where
+
+
+def test_a_record_with_bad_metadata_is_skipped_and_counted(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "x.sqlite"
+    store = SqliteExperienceStore(path=path)
+    store.add([Experience(text="Drive to the hotel.", task_id="taxi", query="drive the taxi"),
+               Experience(text="Pick up the passenger first.", task_id="taxi", query="drive the taxi"),
+               Experience(text="Look before you leap.", task_id="lake")])
+    store.close()
+    with sqlite3.connect(path) as db:  # written by another tool, or a bug
+        db.execute("UPDATE experiences SET metadata = '{not json' WHERE text = 'Drive to the hotel.'")
+        db.execute("UPDATE experiences SET metadata = '[1, 2]' WHERE text = 'Look before you leap.'")
+    reader = SqliteExperienceStore(path=path)
+    found = reader.retrieve(Task(task_id="n", query="drive the taxi"), 3)
+    assert [e.text for e in found] == ["Pick up the passenger first."]
+    reader.retrieve(Task(task_id="n", query="drive the taxi"), 3)
+    stats = reader.stats()
+    assert stats["bad_records"] == 2 and stats["total"] == 3  # counted once each, however often read

@@ -5,11 +5,10 @@
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent eval SPEC [KEY=VALUE ...] (--checkpoint PATH | --model NAME --base-url URL) [--split val] [--k 8]
     beyondagent report RUN_DIR
-    beyondagent view RUN_DIR [RUN_DIR ...] [--host 127.0.0.1] [--port 0] [--no-browser] [--token-env VAR]
     beyondagent plugins [--json | --requirements]
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent venv list|build|path ...
-    beyondagent <plugin command> ...      (commands plugins add, e.g. `beyondagent verl setup`)
+    beyondagent <plugin command> ...      (commands plugins add: `beyondagent view RUN_DIR`, `verl setup`)
     beyondagent --version
 
 A user error prints what was wrong, where and what to do, and exits with 2 (1 when a run
@@ -28,13 +27,14 @@ from typing import Any
 from beyondagent_core import __version__
 from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError, PluginError
-from beyondagent_core.eval_command import add_eval_parser, run_eval_command
+from beyondagent_core.eval.command import add_eval_parser, run_eval_command
 from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
-from beyondagent_core.view.command import add_view_parser, run_view_command
 
-BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "view", "plugins", "env", "venv")
+BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "plugins", "env", "venv")
+# Commands first-party plugins add: typed without the plugin, each says what to install.
+PLUGIN_COMMANDS = {"view": "view", "verl": "verl", "appworld": "appworld"}
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -74,7 +74,6 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
                                  description="Draw <run dir>/report.html from its metrics.jsonl and samples.jsonl "
                                              "(any backend's run, finished or still running).")
     report.add_argument("run_dir", help="the run directory, e.g. runs/quickstart")
-    add_view_parser(commands, common)
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
     output = plugins.add_mutually_exclusive_group()
@@ -113,6 +112,11 @@ def add_plugin_commands(commands: argparse._SubParsersAction, common: argparse.A
         except Exception as exc:  # noqa: BLE001 - a broken plugin command must not take the CLI down
             parser.add_argument("rest", nargs=argparse.REMAINDER)
             handlers[spec.name] = _broken_command(spec.name, registration.plugin.provider, exc)
+    for name, plugin in PLUGIN_COMMANDS.items():
+        if name not in handlers:
+            parser = commands.add_parser(name, parents=[common], help=f"(needs beyondagent-plugin-{plugin})")
+            parser.add_argument("rest", nargs=argparse.REMAINDER)
+            handlers[name] = _missing_command(name, plugin, registry.manager.records.get(plugin))
     return handlers
 
 
@@ -120,6 +124,24 @@ def _ambiguous_command(name: str, providers: list[str]) -> Any:
     def handler(args: argparse.Namespace) -> int:
         raise PluginError(f"command {name!r} is provided by more than one plugin: {'; '.join(providers)}",
                           hint="uninstall one, or disable one with BEYONDAGENT_DISABLED_PLUGINS")
+    return handler
+
+
+def _missing_command(name: str, plugin: str, record: Any) -> Any:
+    """The handler of a first-party plugin's command when that plugin is not there (or not loaded)."""
+    dist = f"beyondagent-plugin-{plugin}"
+    if record is None:
+        problem, hint = f"the plugin {dist} is not installed", f"pip install {dist}"
+    elif record.status == "disabled":
+        problem, hint = f"the plugin {plugin!r} is disabled: {record.error}", "enable it (BEYONDAGENT_PLUGINS / " \
+            "BEYONDAGENT_DISABLED_PLUGINS / BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD)"
+    elif record.status == "error":
+        problem, hint = f"the plugin {plugin!r} failed to load: {record.error}", "`beyondagent plugins -v` says why"
+    else:
+        problem, hint = f"the plugin {plugin!r} ({record.provider}) adds no such command", f"pip install -U {dist}"
+
+    def handler(args: argparse.Namespace) -> int:
+        raise PluginError(f"`beyondagent {name}` comes with {dist}; {problem}", hint=hint)
     return handler
 
 
@@ -163,8 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_eval_command(args)
         if args.command == "report":
             return cmd_report(args)
-        if args.command == "view":
-            return run_view_command(args)
         if args.command in handlers:
             return int(handlers[args.command](args) or 0)
         return cmd_run(args)

@@ -23,7 +23,6 @@ from beyondagent_plugin_verl.config import VerlConfig
 
 from beyondagent_core.episode_records import EPISODES_FILE, EpisodeSampling, episode_record, expand_tokens
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
-from beyondagent_core.view.index import EpisodeIndex
 
 PLUGIN_ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,7 +141,21 @@ def test_the_launcher_merges_each_steps_spool_into_episodes_jsonl(tmp_path: Path
     train_1 = [li for li in by_step[1][1] if li["split"] == "train"]
     assert steps[1]["train/success_rate"] == pytest.approx(sum(li["success"] for li in train_1) / len(train_1))
     assert "train/success_rate" not in steps[0]
-    # the viewer reads them, advantages absent
+    check_viewer(run_dir, records)
+
+
+def check_viewer(run_dir: Path, records: list[dict[str, Any]]) -> None:
+    """The viewer (beyondagent-plugin-view) reads a verl run's records: its index, tokens with their
+    mask and no advantage, a group."""
+    import re
+
+    import httpx
+
+    pytest.importorskip("beyondagent_plugin_view", reason="the viewer's part needs beyondagent-plugin-view")
+    from beyondagent_plugin_view.app import create_app, open_runs
+    from beyondagent_plugin_view.command import ServerThread
+    from beyondagent_plugin_view.index import EpisodeIndex
+
     index = EpisodeIndex(run_dir)
     assert index.refresh(force=True) == len(records)
     assert index.query("SELECT COUNT(*) FROM episodes WHERE split = 'val'")[0][0] == 4
@@ -150,17 +163,6 @@ def test_the_launcher_merges_each_steps_spool_into_episodes_jsonl(tmp_path: Path
     row, record = index.read(1)
     assert row["step"] == 0 and expand_tokens(record)[3]["advantage"] is None
     index.close()
-    check_viewer(run_dir, records)
-
-
-def check_viewer(run_dir: Path, records: list[dict[str, Any]]) -> None:
-    """The viewer's pages over a verl run's records: tokens with their mask, no advantage; a group."""
-    import re
-
-    import httpx
-
-    from beyondagent_core.view.app import create_app, open_runs
-    from beyondagent_core.view.command import ServerThread
 
     first_train = 1 + next(i for i, r in enumerate(records) if r["split"] == "train")
     with ServerThread(create_app(open_runs([run_dir], min_interval_s=0))) as url, \

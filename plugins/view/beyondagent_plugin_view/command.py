@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from beyondagent_core.episode_records import EPISODES_FILE
@@ -25,15 +26,15 @@ RUN_MARKERS = (EPISODES_FILE, "metrics.jsonl", "spec.resolved.yaml", "samples.js
 WHERE = "beyondagent view"
 
 
-def add_view_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    text = "Browse a run's episodes in the browser: turns, trained tokens, log-probs, advantages, groups, curves."
-    parser = commands.add_parser("view", parents=[common], help=text, description=text)
+def add_view_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """The `beyondagent_commands` factory: `view`'s arguments on its parser; returns the handler."""
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, e.g. runs/quickstart")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="the port (default 0: a free one)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     parser.add_argument("--token-env", metavar="VAR",
                         help="require the token held in this environment variable (required off loopback)")
+    return run_view_command
 
 
 def check_run_dir(text: str) -> Path:
@@ -86,7 +87,7 @@ def run_view_command(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise BeyondAgentError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", where=WHERE,
                                hint="pick another --port (0 picks a free one)") from None
-    from beyondagent_core.view.app import create_app, open_runs
+    from beyondagent_plugin_view.app import create_app, open_runs
 
     started = time.perf_counter()
     for run_dir in run_dirs:

@@ -37,11 +37,11 @@ from starlette.routing import Route
 
 from beyondagent_core.episode_records import EPISODES_FILE, expand_tokens
 from beyondagent_core.run_records import METRICS_FILE, read_metrics
-from beyondagent_core.view import pages
-from beyondagent_core.view.charts import line_chart
-from beyondagent_core.view.compare import compare, compare_page, default_sides, parse_side
-from beyondagent_core.view.index import EpisodeIndex
-from beyondagent_core.view.queries import ListQuery, choices, group_rows, list_episodes, summary
+from beyondagent_plugin_view import pages
+from beyondagent_plugin_view.charts import line_chart
+from beyondagent_plugin_view.compare import compare, compare_page, default_sides, parse_side
+from beyondagent_plugin_view.index import EpisodeIndex
+from beyondagent_plugin_view.queries import ListQuery, choices, group_rows, list_episodes, summary
 
 SPEC_FILE = "spec.resolved.yaml"
 PLUGINS_FILE = "plugins.json"

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from beyondagent_plugin_view.app import create_app, open_runs
+from beyondagent_plugin_view.command import ServerThread
 
 from beyondagent_core.episode_records import EPISODES_FILE, expand_mask, expand_runs
-from beyondagent_core.view.app import create_app, open_runs
-from beyondagent_core.view.command import ServerThread
 
 ROOT = Path(__file__).resolve().parents[3]
 GROUP_SIZE = 8  # examples/quickstart.yaml
@@ -31,7 +31,8 @@ CHROMIUM = os.environ.get("BEYONDAGENT_CHROMIUM", "/usr/bin/chromium")
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("beyondagent_plugin_gym")
+    pytest.importorskip("beyondagent_plugin_torch", reason="the quickstart trains with beyondagent-plugin-torch")
+    pytest.importorskip("beyondagent_plugin_gym", reason="the quickstart's env is in beyondagent-plugin-gym")
     out = tmp_path_factory.mktemp("runs")
     proc = subprocess.run(
         [sys.executable, "-m", "beyondagent_core.cli", "run", "examples/quickstart.yaml", f"run.output_dir={out}",

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 import attrs
 
-from beyondagent_core.view.pages import esc, page
+from beyondagent_plugin_view.pages import esc, page
 
 
 @attrs.frozen

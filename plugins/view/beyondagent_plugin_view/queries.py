@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.view.index import EpisodeIndex
+from beyondagent_plugin_view.index import EpisodeIndex
 
 SORTS = {"step": "step", "task": "task_id", "origin": "origin", "group": "grp", "score": "score",
          "success": "success", "turns": "turns", "tokens": "tokens", "trained": "trained", "error": "error",

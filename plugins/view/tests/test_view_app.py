@@ -12,12 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from beyondagent_plugin_view.app import create_app, open_runs
+from beyondagent_plugin_view.command import ServerThread
 from view_run_factory import GROUP_SIZE, make_run, record, write_step
 
 from beyondagent_core.episode_records import EPISODES_FILE
 from beyondagent_core.jsonl import append_jsonl
-from beyondagent_core.view.app import create_app, open_runs
-from beyondagent_core.view.command import ServerThread
 
 
 @pytest.fixture
@@ -271,8 +271,8 @@ def test_a_record_with_fields_of_the_wrong_type_never_breaks_a_page(run_dir: Pat
 
 
 def test_two_viewers_of_one_run_share_its_index_without_duplicates(run_dir: Path) -> None:
-    from beyondagent_core.view.index import EpisodeIndex
-    from beyondagent_core.view.queries import summary
+    from beyondagent_plugin_view.index import EpisodeIndex
+    from beyondagent_plugin_view.queries import summary
 
     first, second = EpisodeIndex(run_dir, min_interval_s=0), EpisodeIndex(run_dir, min_interval_s=0)
     assert first.refresh() == 24 and second.refresh() == 0

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode
 
-from beyondagent_core.view.assets import SCRIPT, STYLE
-from beyondagent_core.view.queries import ListQuery
+from beyondagent_plugin_view.assets import SCRIPT, STYLE
+from beyondagent_plugin_view.queries import ListQuery
 
 MAX_TURN_CHARS = 20_000
 NAV = (("episodes", "Episodes", ""), ("curves", "Curves", "curves"), ("spec", "Spec", "spec"))

@@ -1,4 +1,4 @@
-"""A benchmark of the viewer on a large run: `python -m beyondagent_core.view.bench OUT_DIR [--episodes N]`.
+"""A benchmark of the viewer on a large run: `python -m beyondagent_plugin_view.bench OUT_DIR [--episodes N]`.
 
 Writes N episode records (copies of a template record — by default one the writer builds with
 450 tokens, about the size of a quickstart episode — with varied step, task, group, score and
@@ -105,8 +105,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--template", type=Path, help="take the first record of this episodes.jsonl as the template")
     args = parser.parse_args()
-    from beyondagent_core.view.app import create_app, open_runs
-    from beyondagent_core.view.command import ServerThread
+    from beyondagent_plugin_view.app import create_app, open_runs
+    from beyondagent_plugin_view.command import ServerThread
 
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / EPISODES_FILE

@@ -1,4 +1,4 @@
-"""The `beyondagent eval` command: arguments, the dry run, and the printed summary (see `eval.py`).
+"""The `beyondagent eval` command: arguments, the dry run, and the printed summary (see `evaluation.py`).
 
     beyondagent eval SPEC [KEY=VALUE ...] --checkpoint runs/quickstart [--split val] [--k 8]
     beyondagent eval SPEC --model qwen2.5-7b --base-url http://gpu-box:8000/v1 --k 8
@@ -38,7 +38,7 @@ def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.Argum
 def run_eval_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from beyondagent_core import eval as evaluation
+    from beyondagent_core.eval import evaluation
     from beyondagent_core import pipeline
     from beyondagent_core.llm import LLMConfig
     from beyondagent_core.logs import configure_logging
@@ -78,7 +78,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace) -> Any:
     from beyondagent_core.checks import FieldRangeError
-    from beyondagent_core.eval import EvalError, EvalSettings
+    from beyondagent_core.eval.evaluation import EvalError, EvalSettings
 
     try:
         return EvalSettings(split=args.split, k=args.k, temperature=args.temperature, limit=args.limit,

@@ -4,15 +4,25 @@ The rule, in order:
 
 1. Where to look. If the text has an `<answer>...</answer>` tag, only the last one's content
    counts (an unclosed `<answer>` runs to the end). Otherwise, if it has an `Action:` (or
-   `Answer:`) label, only the rest of the line after the last one counts. Otherwise the whole
-   text counts. A tag or label always wins: text outside it is never used.
+   `Answer:`) label, only what follows the last one counts: the rest of its line, or the next
+   line when the label ends its line. Otherwise the whole text counts. A tag or label always
+   wins: text outside it is never used.
 2. Action words. Inside that part, action names and their synonyms are matched as whole
-   words, case-insensitively ("LEFT", "I will move left."); a word repeated is one action.
-   Exactly one distinct action: that action. Two or more ("left or right"): ambiguous.
-3. Action numbers. Only when no action word is there: a whole number is gymnasium's action
-   index ("1", "move 2"). Exactly one distinct number in range: that action; a number out of
-   range or two different numbers ("row 0, column 1"): invalid.
-4. Nothing found: invalid.
+   words, case-insensitively ("LEFT", "I will move left."). A word joined to another by a
+   hyphen, an underscore or an apostrophe is not a match ("left-hand", "move_left",
+   "up-to-date"), nor is one inside a longer word ("leftover").
+3. Ruled-out words. A negation (not, don't, do not, never, avoid, no, won't, can't, cannot,
+   shouldn't, instead of, rather than) rules out every action word after it up to the end of
+   its clause (`. , ; : ! ?`, a new line, or "but"): "don't go left" names no action, "Not
+   up; go down." is down, "go right instead of left" is right.
+4. Exactly one distinct action that is not ruled out: that action (a word repeated is one
+   action: "left, left!"). Two or more ("left or right", "left down right up"): ambiguous.
+5. Action numbers. Only when no action word is there, and only when the part is nothing but
+   one whole number (markdown, quotes, brackets and a full stop aside: "2", "Action: 3",
+   "<answer>0</answer>"), is it gymnasium's action index. A number among words is not an
+   action ("move 2", "You are at row 1, column 1."), so restating the observation never
+   moves the player. A signed or out-of-range number is invalid; digits are ASCII 0-9 only.
+6. Nothing found: invalid.
 
 Ambiguous and invalid answers give `index=None` and a `problem` to show the model.
 """
@@ -26,7 +36,13 @@ import attrs
 
 _ANSWER_TAG = re.compile(r"<answer>(.*?)(?:</answer>|$)", re.IGNORECASE | re.DOTALL)
 _ACTION_LABEL = re.compile(r"\b(?:action|answer)\b[\s*_]*[:=][\s*_]*([^\n]*)", re.IGNORECASE)
-_NUMBER = re.compile(r"(?<![\w.])[0-9]+(?![\w]|\.[0-9])")
+_NEGATION = re.compile(
+    r"\b(?:not|don't|do\s+not|never|avoid|no|won't|will\s+not|can't|cannot|can\s+not|shouldn't|should\s+not|"
+    r"mustn't|must\s+not|instead\s+of|rather\s+than)\b", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[.,;:!?\n]|\bbut\b", re.IGNORECASE)
+_WORD_EDGE = r"\w'-"  # a match may not touch these: "left-hand", "move_left", "left's" are not "left"
+_ONLY_A_NUMBER = re.compile(r"^[\s*_`'\"(\[{<]*([+-]?[0-9]+)[\s*_`'\")\]}>]*\.?[\s*_`'\")\]}>]*$")
+_SHOWN_DIGITS = 10
 
 
 @attrs.frozen
@@ -44,19 +60,17 @@ def parse_action(text: str, actions: Sequence[str], synonyms: Mapping[str, str] 
     several words ("pick up"). See the module docstring for the rule.
     """
     synonyms = dict(synonyms or {})
-    part, where = _part_to_read(text)
-    named = _named_actions(part, actions, synonyms)
+    part, where = _part_to_read(text.replace("\u2019", "'"))
+    named, ruled_out = _named_actions(part, actions, synonyms)
     if len(named) == 1:
         return ParsedAction(actions.index(named[0]))
     if len(named) > 1:
         return ParsedAction(None, f"names more than one action{where}: {', '.join(named)}")
-    numbers = list(dict.fromkeys(int(match) for match in _NUMBER.findall(part)))
-    if len(numbers) > 1:
-        return ParsedAction(None, f"names more than one action number{where}: {', '.join(map(str, numbers))}")
-    if numbers:
-        if numbers[0] < len(actions):
-            return ParsedAction(numbers[0])
-        return ParsedAction(None, f"{numbers[0]} is not an action number (0-{len(actions) - 1})")
+    if ruled_out:
+        return ParsedAction(None, f"no action found{where} (only ruled out: {', '.join(ruled_out)})")
+    number = _ONLY_A_NUMBER.match(part)
+    if number:
+        return _action_number(number.group(1), len(actions))
     return ParsedAction(None, f"no action found{where}")
 
 
@@ -71,8 +85,8 @@ def _part_to_read(text: str) -> tuple[str, str]:
     return text, ""
 
 
-def _named_actions(part: str, actions: Sequence[str], synonyms: dict[str, str]) -> list[str]:
-    """The distinct actions `part` names, in order of first mention."""
+def _named_actions(part: str, actions: Sequence[str], synonyms: dict[str, str]) -> tuple[list[str], list[str]]:
+    """The distinct actions `part` names and those it rules out, each in order of first mention."""
     unknown = sorted(set(synonyms.values()) - set(actions))
     if unknown:
         raise ValueError(f"synonyms name unknown actions: {', '.join(unknown)}")
@@ -81,8 +95,35 @@ def _named_actions(part: str, actions: Sequence[str], synonyms: dict[str, str]) 
     # Longest first, so "pick up" is read as one word before "up" could match inside it.
     alternatives = sorted(words, key=len, reverse=True)
     pattern = "|".join(re.escape(word).replace(r"\ ", r"[\s_-]*") for word in alternatives)
-    found = re.finditer(rf"(?<![\w])(?:{pattern})(?![\w])", part, re.IGNORECASE)
-    return list(dict.fromkeys(by_key[_key(match.group(0))] for match in found))
+    found = re.finditer(rf"(?<![{_WORD_EDGE}])(?:{pattern})(?![{_WORD_EDGE}])", part, re.IGNORECASE)
+    negated = _negated_spans(part)
+    named: dict[str, None] = {}
+    ruled_out: dict[str, None] = {}
+    for match in found:
+        action = by_key[_key(match.group(0))]
+        if any(start <= match.start() < end for start, end in negated):
+            ruled_out[action] = None
+        else:
+            named[action] = None
+    return list(named), [action for action in ruled_out if action not in named]
+
+
+def _negated_spans(part: str) -> list[tuple[int, int]]:
+    """The stretches of `part` a negation rules out: from each negation to the end of its clause."""
+    spans = []
+    for negation in _NEGATION.finditer(part):
+        end = _CLAUSE_END.search(part, negation.end())
+        spans.append((negation.end(), end.start() if end else len(part)))
+    return spans
+
+
+def _action_number(digits: str, count: int) -> ParsedAction:
+    """A whole number as gymnasium's action index; compared as text, so a huge one costs nothing."""
+    unsigned = digits.lstrip("+-").lstrip("0") or "0"
+    if digits[0] not in "+-" and len(unsigned) <= len(str(count)) and int(unsigned) < count:
+        return ParsedAction(int(unsigned))
+    shown = digits if len(digits) <= _SHOWN_DIGITS else digits[:_SHOWN_DIGITS] + "..."
+    return ParsedAction(None, f"{shown} is not an action number (0-{count - 1})")
 
 
 def _key(word: str) -> str:

@@ -3,7 +3,8 @@
 A game subclass says how to build its gymnasium env for a task and how to put a state into
 words; `TextGymEnv` does the rest: the system and first user message on reset, reading the
 model's answer with `parse_action`, taking one gymnasium step per valid answer (none for an
-invalid one), counting turns against `max_steps`, and judging the episode.
+invalid one, which scores `invalid_action_reward`: by default what a move costs, `step_cost`,
+so not acting never beats acting), counting turns against `max_steps`, and judging the episode.
 
 gymnasium's env classes are built directly rather than through `gymnasium.make`, whose ids
 changed within 1.x (Taxi-v3 became Taxi-v4), so `max_steps` is the only time limit. Every
@@ -81,6 +82,8 @@ class TextGymEnv:
     actions: ClassVar[tuple[str, ...]]
     """Action names in gymnasium's order: `actions[i]` is gymnasium's action `i`."""
     synonyms: ClassVar[Mapping[str, str]] = {}
+    step_cost: ClassVar[float] = 0.0
+    """What a plain move costs in the game: an invalid answer's reward when `invalid_action_reward` is unset."""
     success_text: ClassVar[str] = "reached the goal"
     unfinished_text: ClassVar[str] = "did not reach the goal"
 
@@ -198,7 +201,7 @@ class TextGymEnv:
         episode.steps += 1
         if parsed.index is None:
             episode.invalid_actions += 1
-            reward = float(self.config.invalid_action_reward)
+            reward = self._invalid_action_reward(episode)
             observation = (f"Invalid action {_quote(text)} ({parsed.problem}). "
                            f"Answer with one of: {', '.join(self.actions)}.")
         else:
@@ -252,6 +255,12 @@ class TextGymEnv:
         if self._gym is not None:
             self._gym.close()
             self._gym = None
+
+    def _invalid_action_reward(self, episode: Episode) -> float:
+        """The configured penalty, else what a move costs (0 in a goal task, whose steps score 0 or 1)."""
+        if self.config.invalid_action_reward is not None:
+            return float(self.config.invalid_action_reward)
+        return 0.0 if episode.goal is not None else float(self.step_cost)
 
     def _current(self, method: str) -> Episode:
         if self._episode is None:

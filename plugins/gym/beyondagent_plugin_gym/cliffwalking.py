@@ -38,6 +38,7 @@ class CliffWalking(TextGymEnv):
     name = "cliffwalking"
     actions = ("up", "right", "down", "left")
     synonyms: ClassVar[Mapping[str, str]] = {"north": "up", "east": "right", "south": "down", "west": "left"}
+    step_cost = -1.0
 
     def __init__(self, config: CliffWalkingConfig):
         super().__init__(config)

@@ -3,6 +3,13 @@
 Kept free of gymnasium so the registry can read them without importing it. The spec loader
 checks key names and types; the factories call the `check_*` functions, whose ValueError
 the core turns into a spec error naming the block.
+
+`invalid_action_reward` (every env) is the step reward of an answer that names no single
+action. Unset (null), it is what a plain move costs in the game (`TextGymEnv.step_cost`): 0 in
+FrozenLake and in goal tasks, -1 in Taxi and CliffWalking. An answer that does not act then
+never scores above a move, so a policy cannot earn more by writing garbage than by playing
+(with 0, thirty turns of garbage scored 0 in CliffWalking, above the best walk's -13). A
+number sets the penalty itself (the quickstart's -0.1 is a format penalty on FrozenLake).
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ class FrozenLakeConfig:
     player moves in the chosen direction only a third of the time (gymnasium's dynamics).
     A task's own `metadata` (map, size, p, is_slippery) wins over these defaults, up to `max_size`
     tiles a side (at most `MAP_SIDE_LIMIT`): a task cannot make the env build a map of any size
-    it likes (a request of an env service is untrusted input).
+    it likes (a request of an env service is untrusted input). `invalid_action_reward`: see the
+    module docstring.
     """
 
     size: int = 4
@@ -37,26 +45,32 @@ class FrozenLakeConfig:
     p: float = 0.8
     is_slippery: bool = False
     max_steps: int = 20
-    invalid_action_reward: float = 0.0
+    invalid_action_reward: float | None = None
     tasks_per_split: int = 100
 
 
 @attrs.define
 class TaxiConfig:
-    """`taxi`: a task's seed (or its recorded `metadata.state`) fixes the taxi, passenger and destination."""
+    """`taxi`: a task's seed (or its recorded `metadata.state`) fixes the taxi, passenger and destination.
+
+    `invalid_action_reward`: see the module docstring (unset: -1, what a move costs).
+    """
 
     max_steps: int = 40
-    invalid_action_reward: float = 0.0
+    invalid_action_reward: float | None = None
     tasks_per_split: int = 100
 
 
 @attrs.define
 class CliffWalkingConfig:
-    """`cliffwalking`: one fixed 4x12 map; a seed matters only when `is_slippery` is true."""
+    """`cliffwalking`: one fixed 4x12 map; a seed matters only when `is_slippery` is true.
+
+    `invalid_action_reward`: see the module docstring (unset: -1, what a move costs).
+    """
 
     is_slippery: bool = False
     max_steps: int = 30
-    invalid_action_reward: float = 0.0
+    invalid_action_reward: float | None = None
     tasks_per_split: int = 100
 
 
@@ -84,7 +98,7 @@ def check_episode_config(config: Any) -> None:
     """The keys every env has: max_steps, invalid_action_reward, tasks_per_split."""
     if config.max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {config.max_steps!r}")
-    if not math.isfinite(config.invalid_action_reward):
+    if config.invalid_action_reward is not None and not math.isfinite(config.invalid_action_reward):
         raise ValueError(f"invalid_action_reward must be a finite number, got {config.invalid_action_reward!r}")
     if not 1 <= config.tasks_per_split <= SPLIT_SIZE:
         raise ValueError(f"tasks_per_split must be between 1 and {SPLIT_SIZE}, got {config.tasks_per_split!r}")

@@ -44,6 +44,7 @@ class Taxi(TextGymEnv):
     synonyms: ClassVar[Mapping[str, str]] = {
         "down": "south", "up": "north", "right": "east", "left": "west", "pick up": "pickup", "drop off": "dropoff",
     }
+    step_cost = -1.0
     success_text = "delivered the passenger"
     unfinished_text = "did not deliver the passenger"
 

@@ -37,7 +37,7 @@ CLIFF = (CliffWalking.actions, CliffWalking.synonyms)  # up, right, down, left
         ("Final answer: down", LAKE, 1),
         # gymnasium indices
         ("1", LAKE, 1),
-        ("move 2", LAKE, 2),
+        ("2.", LAKE, 2),
         ("Action: 3", LAKE, 3),
         ("<answer>0</answer>", LAKE, 0),
         ("Action: left (0)", LAKE, 0),  # a word wins over a number
@@ -67,15 +67,18 @@ def test_reads_one_action(text: str, game, expected: int) -> None:
         ("leftover alright upward", LAKE, "no action found"),  # whole words only
         ("1.5", LAKE, "no action found"),
         ("left or right?", LAKE, "names more than one action: left, right"),
-        ("Not up; go down.", LAKE, "names more than one action: up, down"),
+        ("Not up; go down, or left.", LAKE, "names more than one action: down, left"),
         ("pick up then go up", TAXI, "names more than one action: pickup, north"),
         ("Going left. Action: jump", LAKE, "no action found after 'Action:'"),  # the label wins
         ("<answer></answer> left", LAKE, "no action found inside <answer>"),
         ("<answer>left or up</answer>", LAKE, "names more than one action inside <answer>: left, up"),
         ("7", LAKE, "7 is not an action number (0-3)"),
         ("6", TAXI, "6 is not an action number (0-5)"),
-        ("1 or 2", LAKE, "names more than one action number: 1, 2"),
-        ("I am at row 0, column 1.", LAKE, "names more than one action number: 0, 1"),
+        ("1 or 2", LAKE, "no action found"),  # a number counts only on its own
+        ("move 2", LAKE, "no action found"),
+        ("I am at row 0, column 1.", LAKE, "no action found"),
+        ("-1", LAKE, "-1 is not an action number (0-3)"),
+        ("don't go left", LAKE, "no action found (only ruled out: left)"),
     ],
 )
 def test_rejects_invalid_and_ambiguous_answers(text: str, game, problem: str) -> None:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from beyondagent_core.arguments import PORT
 from beyondagent_core.episode_records import EPISODES_FILE
 from beyondagent_core.errors import BeyondAgentError, DataError
 
@@ -30,7 +31,7 @@ def add_view_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Name
     """The `beyondagent_commands` factory: `view`'s arguments on its parser; returns the handler."""
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, e.g. runs/quickstart")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="the port (default 0: a free one)")
+    parser.add_argument("--port", type=PORT, default=0, help="the port (default 0: a free one)")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser")
     parser.add_argument("--token-env", metavar="VAR",
                         help="require the token held in this environment variable (required off loopback)")

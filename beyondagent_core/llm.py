@@ -235,7 +235,9 @@ class OpenAIChat:
         tool_calls = None
         if getattr(message, "tool_calls", None):
             tool_calls = [call.model_dump() for call in message.tool_calls]
-        return Turn(role="assistant", content=message.content or "", tool_calls=tool_calls)
+        finish_reason = getattr(response.choices[0], "finish_reason", None)
+        return Turn(role="assistant", content=message.content or "", tool_calls=tool_calls,
+                    finish_reason=finish_reason if isinstance(finish_reason, str) else None)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
         ceiling = min(self.config.backoff_max, self.config.backoff_base * 2 ** attempt)

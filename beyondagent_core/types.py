@@ -90,7 +90,10 @@ class Turn:
     """One message of an episode.
 
     For turns the model generated, `token_ids` and `logprobs` are exactly what the model
-    produced (never re-tokenized), so training sees the same tokens the rollout sampled.
+    produced (never re-tokenized), so training sees the same tokens the rollout sampled, and
+    `finish_reason` says why the turn ended, as OpenAI names it: `"stop"` (the model ended it)
+    or `"length"` (cut off at its token limit); None when unknown. Judges read it (a cut-off
+    answer is not a finished one).
     """
 
     role: str
@@ -98,6 +101,7 @@ class Turn:
     tool_calls: list[dict[str, Any]] | None = None
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    finish_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self, recurse=False)

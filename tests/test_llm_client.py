@@ -99,6 +99,13 @@ def test_usage_counts_tokens_across_calls(openai_server: ScriptedOpenAIServer) -
     assert llm.usage == {"calls": 2, "retries": 0, "failures": 0, "prompt_tokens": 12, "completion_tokens": 10}
 
 
+def test_the_turn_says_whether_the_reply_was_cut_off(openai_server: ScriptedOpenAIServer) -> None:
+    openai_server.push("done", Reply(text="The answer is 3, but to", finish_reason="length"))
+    llm = client_for(openai_server)
+    turns = [asyncio.run(llm.chat([{"role": "user", "content": "q"}])) for _ in range(2)]
+    assert [turn.finish_reason for turn in turns] == ["stop", "length"]
+
+
 def test_one_client_works_across_event_loops_and_threads(openai_server: ScriptedOpenAIServer) -> None:
     openai_server.responder = lambda body: "pong"
     llm = client_for(openai_server, timeout=5.0)

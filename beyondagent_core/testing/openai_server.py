@@ -39,7 +39,8 @@ class Reply:
 
     `status` other than 200 answers with an OpenAI-style error body (and `Retry-After` when
     `retry_after` is set); `delay` waits that many seconds first (the latency sampler's delay
-    comes on top); `drop` closes the connection mid-response; `usage` overrides the token counts.
+    comes on top); `drop` closes the connection mid-response; `usage` overrides the token counts;
+    `finish_reason` is the choice's (`"length"`: a reply cut off at its token limit).
     """
 
     text: str = ""
@@ -48,6 +49,7 @@ class Reply:
     drop: bool = False
     retry_after: float | None = None
     usage: dict[str, int] | None = None
+    finish_reason: str = "stop"
 
     @classmethod
     def fault(cls, status: int, *, retry_after: float | None = None) -> Reply:
@@ -258,7 +260,7 @@ class ScriptedOpenAIServer:
             "created": int(time.time()),
             "model": body.get("model") or self.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.text},
-                         "finish_reason": "stop", "logprobs": None}],
+                         "finish_reason": reply.finish_reason, "logprobs": None}],
             "usage": usage,
         }
 

@@ -62,4 +62,7 @@ class PolicyChat:
             order, ids, settings, min(settings.max_tokens, room), self.generator, session=self.session)
         self.sequence.add_generation(token_ids, logprobs)
         text = self.template.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs)
+        # The scheduler ends a turn at a stop token or at the token limit: no stop token last means cut off.
+        stopped = bool(token_ids) and token_ids[-1] in self.scheduler.eos_token_ids
+        return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs,
+                    finish_reason="stop" if stopped else "length")

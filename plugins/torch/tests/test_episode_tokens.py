@@ -121,5 +121,9 @@ def test_the_live_rollout_sequence_equals_the_replayed_trajectory(tokenizer) -> 
     live, trajectory = asyncio.run(episode())
     replayed = episode_tokens(trajectory.turns, template)
     assert live.model_turns == 3
+    for turn in (turn for turn in trajectory.turns if turn.token_ids is not None):
+        # A turn that did not end on eos used its whole limit of 6 tokens: it was cut off.
+        ended = turn.token_ids[-1] == tokenizer.eos_token_id
+        assert turn.finish_reason == ("stop" if ended else "length") and (ended or len(turn.token_ids) == 6)
     assert (live.input_ids, live.loss_mask, live.logprobs) == (replayed.input_ids, replayed.loss_mask,
                                                                 replayed.logprobs)

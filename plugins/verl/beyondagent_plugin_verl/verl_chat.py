@@ -77,7 +77,13 @@ class VerlChat:
                                  "min_global_steps": extra.get("min_global_steps", extra.get("global_steps")),
                                  "max_global_steps": extra.get("max_global_steps", extra.get("global_steps"))})
         text = self.template.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs)
+        return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs,
+                    finish_reason=self._finish_reason(token_ids, params["max_tokens"]))
+
+    def _finish_reason(self, token_ids: list[int], limit: int) -> str:
+        """Why a turn ended: "length" when it used its whole token limit without ending on eos or end-of-turn."""
+        ends = {self.template.tokenizer.eos_token_id, *self.template.turn_suffix_ids[:1]}
+        return "length" if len(token_ids) >= limit and (not token_ids or token_ids[-1] not in ends) else "stop"
 
     def weight_versions(self, fallback: int | None) -> tuple[int | None, int | None]:
         """The first and last weights version (trainer step) this episode was generated with."""

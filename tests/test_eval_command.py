@@ -82,7 +82,7 @@ def test_dry_run_says_what_would_run(openai_server: Any, tmp_path: Path) -> None
     (["--checkpoint", "nowhere"], "does not exist"),
     (["--checkpoint", "."], "is not a model"),
     (["--model", "m", "--base-url", "ftp://x"], "must be an http(s)://"),
-    (["--model", "m", "--k", "0"], "--k must be"),
+    (["--model", "m", "--k", "0"], "argument --k: must be an integer in [1, 1024], got 0"),
 ])
 def test_bad_arguments_are_usage_errors(tmp_path: Path, args: list[str], words: str) -> None:
     proc = beyondagent("eval", str(QUICKSTART), f"run.output_dir={tmp_path}", *args, cwd=tmp_path)
@@ -97,3 +97,30 @@ def test_an_endpoint_that_refuses_is_one_clear_error(openai_server: Any, tmp_pat
     assert proc.returncode == 2, proc.stderr
     assert "refused a test request" in proc.stderr and "Traceback" not in proc.stderr
     assert len(openai_server.requests) <= 4  # the check (and its retries), no episodes
+
+
+def test_episodes_are_made_only_as_workers_free_up() -> None:
+    """tasks x k episodes (up to 1024 per task) are never a list, nor coroutines all at once."""
+    import asyncio
+
+    from beyondagent_core.eval.evaluation import run_pool
+
+    taken, running, most, taken_at_first_finish = 0, 0, 0, None
+
+    def jobs() -> Any:
+        nonlocal taken
+        for number in range(5000):
+            taken += 1
+            yield number
+
+    async def run(job: int) -> None:
+        nonlocal running, most, taken_at_first_finish
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0)
+        running -= 1
+        if taken_at_first_finish is None:
+            taken_at_first_finish = taken
+
+    asyncio.run(run_pool(jobs(), run, 4))
+    assert taken == 5000 and most == 4 and taken_at_first_finish == 4

@@ -9,9 +9,10 @@
 
 The env is built from the plugin registry by name; `--config` values are merged over its
 config class exactly like the spec's `env` block (a typo names the key). One env is built and
-closed before serving, so a bad config fails at start, not at the first `/create`. This module
-is imported by the CLI at start-up, so Starlette, uvicorn and Ray are imported only inside
-`serve_command`.
+closed before serving, so a bad config fails at start, not at the first `/create`. Numeric
+options are range-checked as they are parsed (`beyondagent_core.arguments`): a value out of
+range is a usage error naming the range. This module is imported by the CLI at start-up, so
+Starlette, uvicorn and Ray are imported only inside `serve_command`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from beyondagent_core.arguments import PORT, number, seconds
 from beyondagent_core.errors import BeyondAgentError, SpecError
 from beyondagent_core.logs import get_logger
 
@@ -43,41 +45,47 @@ def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                        help="the env's config, e.g. --config size=8 max_steps=30")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    serve.add_argument("--port", type=PORT, default=8000, help="port (0 picks a free one; default 8000)")
     serve.add_argument("--instances", choices=("thread", "ray", "process"), default="thread",
                        help="envs in this process on worker threads (default), in Ray actors, or each in its "
                        "own worker process (for envs that must own their process, like AppWorld)")
-    serve.add_argument("--ttl", type=float, default=600.0, help="seconds an idle instance lives (default 600)")
-    serve.add_argument("--max-instances", type=int, default=256, help="the cap on live instances (default 256)")
-    serve.add_argument("--call-timeout", type=float, default=60.0,
+    serve.add_argument("--ttl", type=seconds(), default=600.0, help="seconds an idle instance lives (default 600)")
+    serve.add_argument("--max-instances", type=number(int, ge=1, le=1_000_000), default=256,
+                       help="the cap on live instances (default 256)")
+    serve.add_argument("--call-timeout", type=seconds(), default=60.0,
                        help="seconds one env call may take before 504 (default 60)")
     serve.add_argument("--token-env", metavar="VAR",
                        help="require 'Authorization: Bearer <token>' with the token read from this variable")
-    serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024,
+    serve.add_argument("--max-body-bytes", type=number(int, ge=1024, le=2**30), default=4 * 1024 * 1024,
                        help="largest request body accepted (default 4 MiB)")
-    serve.add_argument("--header-timeout", type=float, default=10.0,
+    serve.add_argument("--header-timeout", type=seconds(), default=10.0,
                        help="seconds a connection may take to send a request's headers before it is closed "
                             "(slow clients; default 10)")
-    serve.add_argument("--body-timeout", type=float, default=30.0,
+    serve.add_argument("--body-timeout", type=seconds(), default=30.0,
                        help="seconds a request's body may take to arrive before 408 (default 30)")
-    serve.add_argument("--max-connections", type=int, default=1024,
+    serve.add_argument("--max-connections", type=number(int, ge=1, le=1_000_000), default=1024,
                        help="open connections served at once; past it requests get 503 (default 1024)")
-    serve.add_argument("--threads", type=int, default=16, help="worker threads for env calls (thread mode)")
+    serve.add_argument("--threads", type=number(int, ge=1, le=4096), default=16,
+                       help="worker threads for env calls (thread mode)")
     serve.add_argument("--inline-calls", action="store_true",
                        help="run env calls on the event loop, not worker threads: fastest for envs whose calls "
                        "take microseconds, but a hung call stalls the server (no call timeout)")
-    serve.add_argument("--ray-num-cpus", type=float, default=0.25, help="CPUs each Ray actor asks for (default 0.25)")
-    serve.add_argument("--ray-envs-per-actor", type=int, default=4, help="envs one Ray actor hosts (default 4)")
-    serve.add_argument("--ray-max-actors", type=int, default=64, help="the most Ray actors (default 64)")
+    serve.add_argument("--ray-num-cpus", type=number(float, ge=0, le=1024), default=0.25,
+                       help="CPUs each Ray actor asks for (default 0.25)")
+    serve.add_argument("--ray-envs-per-actor", type=number(int, ge=1, le=100_000), default=4,
+                       help="envs one Ray actor hosts (default 4)")
+    serve.add_argument("--ray-max-actors", type=number(int, ge=1, le=100_000), default=64,
+                       help="the most Ray actors (default 64)")
     serve.add_argument("--ray-address", default=None, help="a Ray cluster to join (default: start a local one)")
-    serve.add_argument("--process-warm", type=int, default=1,
+    serve.add_argument("--process-warm", type=number(int, ge=0, le=4096), default=1,
                        help="worker processes started ahead, env built (process mode; default 1)")
-    serve.add_argument("--process-memory-mb", type=int, default=None,
+    serve.add_argument("--process-memory-mb", type=number(int, ge=64, le=2**30), default=None,
                        help="cap each env worker's memory (address space, MiB) in --instances process")
-    serve.add_argument("--process-max-workers", type=int, default=64,
+    serve.add_argument("--process-max-workers", type=number(int, ge=1, le=4096), default=64,
                        help="the most live worker processes (process mode; default 64)")
     # The launcher's: stop when the run that started us is gone.
-    serve.add_argument("--exit-with-parent", type=int, default=None, help=argparse.SUPPRESS)
+    serve.add_argument("--exit-with-parent", type=number(int, ge=1, le=2**31 - 1), default=None,
+                       help=argparse.SUPPRESS)
     env.set_defaults(env_parser=env)
 
 
@@ -135,13 +143,6 @@ def serve_command(args: argparse.Namespace) -> int:
         limits = PoolLimits(ttl=args.ttl, max_instances=args.max_instances, call_timeout=args.call_timeout)
     except ValueError as exc:
         raise BeyondAgentError(str(exc), where=WHERE) from None
-    if args.max_body_bytes < 1024:
-        raise BeyondAgentError(f"--max-body-bytes must be at least 1024, got {args.max_body_bytes}", where=WHERE)
-    for flag, value in (("--header-timeout", args.header_timeout), ("--body-timeout", args.body_timeout)):
-        if not value > 0:
-            raise BeyondAgentError(f"{flag} must be more than 0 seconds, got {value}", where=WHERE)
-    if args.max_connections < 1:
-        raise BeyondAgentError(f"--max-connections must be at least 1, got {args.max_connections}", where=WHERE)
     name, factory = env_factory(args.env, parse_config(args.config))
     if args.instances == "ray":
         from beyondagent_core.envservice.ray_instances import RayHost, RayOptions
@@ -165,7 +166,7 @@ def serve_command(args: argparse.Namespace) -> int:
             raise BeyondAgentError(str(exc), where=WHERE) from None
         host = ProcessHost(factory, process_options)
     else:
-        host = ThreadHost(factory, threads=max(1, args.threads), inline=args.inline_calls)
+        host = ThreadHost(factory, threads=args.threads, inline=args.inline_calls)
     pool = InstancePool(host, limits, env_name=name)
     app = create_app(pool, token=token, max_body_bytes=args.max_body_bytes, body_timeout=args.body_timeout)
     try:

@@ -10,6 +10,9 @@ import argparse
 import json
 from typing import Any
 
+from beyondagent_core.arguments import SEED, number
+from beyondagent_core.eval.settings import CONCURRENCY_MAX, K_MAX, LIMIT_MAX, SPLITS, TEMPERATURE_MAX
+
 
 def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     text = "Evaluate a model on a split of a spec's tasks: avg@k, best@k, pass@k, without training."
@@ -24,13 +27,16 @@ def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     parser.add_argument("--base-url", help="the endpoint's URL, e.g. http://127.0.0.1:8000/v1 (with --model)")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
                         help="the environment variable holding the endpoint's key (default OPENAI_API_KEY)")
-    parser.add_argument("--split", choices=("val", "train"), default="val", help="which tasks (default: val)")
-    parser.add_argument("--k", type=int, default=8, help="samples per task (default 8)")
-    parser.add_argument("--temperature", type=float, default=1.0,
+    parser.add_argument("--split", choices=SPLITS, default="val", help="which tasks (default: val)")
+    parser.add_argument("--k", type=number(int, ge=1, le=K_MAX), default=8,
+                        help=f"samples per task (default 8, at most {K_MAX})")
+    parser.add_argument("--temperature", type=number(float, ge=0, le=TEMPERATURE_MAX), default=1.0,
                         help="sampling temperature where the workflow sets none (default 1.0; 0 = greedy)")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N tasks")
-    parser.add_argument("--concurrency", type=int, default=16, help="episodes in flight (default 16)")
-    parser.add_argument("--seed", type=int, default=0, help="the bootstrap's seed (default 0)")
+    parser.add_argument("--limit", type=number(int, ge=1, le=LIMIT_MAX), default=None,
+                        help="only the first N tasks")
+    parser.add_argument("--concurrency", type=number(int, ge=1, le=CONCURRENCY_MAX), default=16,
+                        help="episodes in flight (default 16)")
+    parser.add_argument("--seed", type=SEED, default=0, help="the bootstrap's seed (default 0)")
     parser.add_argument("--out", help="where to write (default: the run directory's eval/<split>-k<k>-<hash>)")
     parser.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
 
@@ -78,7 +84,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace) -> Any:
     from beyondagent_core.checks import FieldRangeError
-    from beyondagent_core.eval.evaluation import EvalError, EvalSettings
+    from beyondagent_core.eval.evaluation import EvalError
+    from beyondagent_core.eval.settings import EvalSettings
 
     try:
         return EvalSettings(split=args.split, k=args.k, temperature=args.temperature, limit=args.limit,

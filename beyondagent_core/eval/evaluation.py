@@ -17,15 +17,15 @@ import contextlib
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Container, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
-from beyondagent_core.checks import number
 from beyondagent_core.context import RunContext, RunInfo
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
+from beyondagent_core.eval.settings import EvalSettings
 from beyondagent_core.eval.stats import Sample, by_origin, summarize, task_row
 from beyondagent_core.jsonl import BadRecords, append_jsonl, cut_torn_tail
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
@@ -36,25 +36,15 @@ from beyondagent_core.rundir import run_dir_of
 from beyondagent_core.types import Task, Trajectory, Turn
 
 log = get_logger("beyondagent.eval")
+T = TypeVar("T")
 
 EPISODES_FILE = "episodes.jsonl"
-SPLITS = ("val", "train")
 # What decides an eval's numbers besides the model and the settings (the directory's hash).
 SPEC_KEYS = ("tasks", "env", "workflow", "reward", "synthetic_reward", "model")
 
 
 class EvalError(BeyondAgentError):
     """A usage problem of `eval` (a model path that is no model, an endpoint that refuses); exit 2."""
-
-
-@attrs.frozen
-class EvalSettings:
-    split: str = attrs.field(default="val", validator=attrs.validators.in_(SPLITS))
-    k: int = attrs.field(default=8, validator=number(ge=1))
-    temperature: float = attrs.field(default=1.0, validator=number(ge=0))
-    limit: int | None = attrs.field(default=None, validator=number(ge=1))
-    concurrency: int = attrs.field(default=16, validator=number(ge=1))
-    seed: int = 0
 
 
 @attrs.frozen
@@ -158,8 +148,9 @@ def load_split(session: Session, split: str, limit: int | None) -> list[Task]:
 
 
 def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[str, Any]]:
-    """The episodes an earlier, interrupted eval finished; `repair` cuts a torn last line off the file
-    (a dry run only skips it), so the next append starts a line of its own."""
+    """The samples (not the trajectories: tasks x k of them stay small) of the episodes an earlier,
+    interrupted eval finished; `repair` cuts a torn last line off the file (a dry run only skips
+    it), so the next append starts a line of its own."""
     done: dict[tuple[str, int], dict[str, Any]] = {}
     if not path.is_file():
         return done
@@ -167,9 +158,9 @@ def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[
         log.warning("eval.torn_line_cut", file=str(path), bytes=cut)
     for line_number, line in enumerate(path.read_bytes().splitlines(), start=1):
         try:
-            record = json.loads(line)
-            done[(record["sample"]["task_id"], int(record["sample"]["index"]))] = record
-        except (ValueError, KeyError, TypeError):
+            sample = json.loads(line)["sample"]
+            done[(sample["task_id"], int(sample["index"]))] = sample
+        except (ValueError, KeyError, TypeError, RecursionError):
             log.warning("eval.bad_line_skipped", file=str(path), line=line_number)
     return done
 
@@ -222,18 +213,20 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / EPISODES_FILE
     done = read_done(episodes_path)
-    jobs = [(task, index) for task in tasks for index in range(settings.k) if (task.task_id, index) not in done]
-    log.info("eval.started", out=str(out), tasks=len(tasks), k=settings.k, to_run=len(jobs), resumed=len(done),
+    ids = {task.task_id for task in tasks}
+    to_run = len(tasks) * settings.k - sum(1 for task_id, index in done if task_id in ids and index < settings.k)
+    log.info("eval.started", out=str(out), tasks=len(tasks), k=settings.k, to_run=to_run, resumed=len(done),
              model=model.describe())
     info = RunInfo(name=f"{spec.run.name}-eval", run_dir=out, seed=settings.seed, spec=spec.redacted())
     context = RunContext(spec=spec, info=info, manager=session.manager)
     try:
-        if jobs:
-            asyncio.run(_run_jobs(context, model, settings, jobs, episodes_path, show_progress))
+        if to_run:
+            jobs = pending(tasks, settings.k, done)
+            asyncio.run(_run_jobs(context, model, settings, jobs, to_run, episodes_path, show_progress))
     finally:
         context.close()
     records = read_done(episodes_path)
-    samples = [Sample(**records[(task.task_id, index)]["sample"]) for task in tasks for index in range(settings.k)
+    samples = [Sample(**records[(task.task_id, index)]) for task in tasks for index in range(settings.k)
                if (task.task_id, index) in records]
     if len(samples) < len(tasks) * settings.k:
         raise RunError(f"{len(tasks) * settings.k - len(samples)} episodes are missing from {episodes_path}",
@@ -254,8 +247,27 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
     return result
 
 
+def pending(tasks: Sequence[Task], k: int, done: Container[tuple[str, int]]) -> Iterator[tuple[Task, int]]:
+    """The episodes still to run, (task, sample index), made one at a time as workers ask."""
+    for task in tasks:
+        for index in range(k):
+            if (task.task_id, index) not in done:
+                yield task, index
+
+
+async def run_pool(jobs: Iterator[T], run: Callable[[T], Awaitable[None]], workers: int) -> None:
+    """`run(job)` for every job, `workers` at a time; a job is taken from `jobs` only when a worker
+    is free, so tasks x k episodes never exist as a list or as coroutines all at once."""
+
+    async def worker() -> None:
+        for job in jobs:  # one iterator shared by every worker: each job goes to exactly one
+            await run(job)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+
+
 async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSettings,
-                    jobs: list[tuple[Task, int]], episodes_path: Path, show_progress: bool) -> None:
+                    jobs: Iterator[tuple[Task, int]], total: int, episodes_path: Path, show_progress: bool) -> None:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -265,24 +277,23 @@ async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSetti
     )
 
     runner = context.episode_runner()
-    slots = asyncio.Semaphore(settings.concurrency)
     with serve_model(context, model) as served:
         if model.endpoint is not None:
             await check_endpoint(served, model)
         llm = SamplingDefaults(served, settings.temperature)
         with Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[info]}"), disable=not show_progress) as progress:
-            bar = progress.add_task("eval", total=len(jobs), info="")
+            bar = progress.add_task("eval", total=total, info="")
             successes = 0
 
-            async def one(task: Task, index: int) -> None:
+            async def one(job: tuple[Task, int]) -> None:
                 nonlocal successes
-                async with slots:
-                    trajectory = await runner.run(task, llm)
+                task, index = job
+                trajectory = await runner.run(task, llm)
                 sample = sample_of(task, index, trajectory)
                 append_jsonl(episodes_path, [{"sample": attrs.asdict(sample), "trajectory": trajectory.to_dict()}])
                 successes += sample.success
                 progress.update(bar, advance=1, info=f"success {successes}")
 
-            await asyncio.gather(*(one(task, index) for task, index in jobs))
+            await run_pool(jobs, one, settings.concurrency)
     await context.aclose()

@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from beyondagent_core.arguments import SEED, number
 from beyondagent_core.errors import BeyondAgentError, RunError
 
 WHERE = "beyondagent appworld"
+MAX_TASKS = 10_000  # a generated world is for tests and demos; each task takes a second or so
 
 
 def add_appworld_command(parser: argparse.ArgumentParser) -> Any:
@@ -36,9 +38,10 @@ def add_appworld_command(parser: argparse.ArgumentParser) -> Any:
     check = sub.add_parser("check", help="Open one AppWorld task and print what was found.")
     check.add_argument("--root", default=None, help="AppWorld root (default $APPWORLD_ROOT)")
     generate = sub.add_parser("generate", help="Generate a small, real AppWorld world (tests, demos).")
-    generate.add_argument("--tasks", type=int, default=8, help="how many tasks (default 8)")
+    generate.add_argument("--tasks", type=number(int, ge=1, le=MAX_TASKS), default=8,
+                          help=f"how many tasks (default 8, at most {MAX_TASKS})")
     generate.add_argument("--out", required=True, help="the new AppWorld root (its data/ is written)")
-    generate.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    generate.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
 
     def handler(args: argparse.Namespace) -> int:
         command = getattr(args, "appworld_command", None)
@@ -122,8 +125,6 @@ def check_command(root: str | None) -> int:
 
 
 def generate_command(tasks: int, out: Path, *, seed: int = 0) -> int:
-    if tasks < 1:
-        raise BeyondAgentError(f"--tasks must be at least 1, got {tasks}", where=f"{WHERE} generate")
     out = out.expanduser().resolve()
     if (out / "data" / "tasks").is_dir() and not (out / "data" / "generated.json").is_file():
         raise BeyondAgentError(f"{out / 'data'} holds AppWorld data that was not generated here; not overwriting it",

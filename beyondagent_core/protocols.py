@@ -44,12 +44,15 @@ class EnvStep:
 
 @attrs.frozen
 class RunInfo:
-    """What lifecycle hooks are told about a run (the spec with secrets redacted)."""
+    """What lifecycle hooks are told about a run: the spec with secrets redacted, and
+    `plugin_settings`, the real `plugins.settings` blocks (a notifier needs its webhook's URL,
+    which the redacted spec shows as `***`); a plugin reads its own block only, and never logs it."""
 
     name: str
     run_dir: Path
     seed: int
     spec: dict[str, Any]
+    plugin_settings: dict[str, Any] = attrs.field(factory=dict, repr=False)
 
 
 @attrs.define

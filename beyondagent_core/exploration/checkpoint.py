@@ -9,6 +9,9 @@ the tasks the checkpoint accounts for (a kill between the two writes, or in the 
 loses at most that exploration, which is redone): nothing lost, nothing twice.
 
 A cache without a checkpoint is a task file the user provides; it is used as it is.
+
+The header's settings are stored with their secrets masked (`secrets.redact_value`: an API key,
+the credentials in `llm.base_url`); the fingerprint, a hash, is made from the real values.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import attrs
 
 from beyondagent_core.errors import RunError
+from beyondagent_core.secrets import redact_value
 from beyondagent_core.types import Task
 
 CHECKPOINT_SUFFIX = ".checkpoint.jsonl"
@@ -68,7 +72,10 @@ def check_fingerprint(cache: Path, expected: str, *, seeds: Sequence[Task] | Non
     if seeds is not None and header.get("seeds") and header["seeds"] != seeds_digest(seeds):
         reasons.append(f"the seed tasks differ ({header.get('seed_count', '?')} then, {len(seeds)} now)")
     if settings is not None and isinstance(header.get("settings"), dict):
-        reasons += [_describe(key, old, new) for key, old, new in _differences(header["settings"], settings)]
+        masked = _differences(redact_value(header["settings"]), _masked(settings))  # an old header may be unmasked
+        reasons += [_describe(key, old, new) for key, old, new in masked]
+        if not reasons:  # equal once masked: what differs is masked
+            reasons.append(f"a secret among the settings changed (not shown; fingerprint {found}, this run {expected})")
     why = "; ".join(reasons[:8]) if reasons else f"fingerprint {found}, this run {expected}"
     raise RunError(
         f"the exploration cache {cache} was made from another seed set or other exploration settings: {why}",
@@ -87,6 +94,11 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, A
                 for diff in _differences(old.get(key, _MISSING), new.get(key, _MISSING),
                                          f"{prefix}.{key}" if prefix else str(key))]
     return [] if old == new else [(prefix, old, new)]
+
+
+def _masked(settings: dict[str, Any]) -> Any:
+    """`settings` as JSON would hold them, with their secrets masked."""
+    return redact_value(json.loads(json.dumps(settings, default=str)))
 
 
 def _describe(key: str, old: Any, new: Any) -> str:
@@ -146,7 +158,7 @@ class Checkpoint:
         if seeds is not None:  # what the fingerprint was made of, to say what changed when it differs
             header.update(seeds=seeds_digest(seeds), seed_count=len(seeds))
         if settings is not None:
-            header["settings"] = json.loads(json.dumps(settings, default=str))
+            header["settings"] = _masked(settings)
         _write_atomic(checkpoint_path(cache), json.dumps(header) + "\n")
         return cls(cache=cache, fingerprint=fingerprint)
 

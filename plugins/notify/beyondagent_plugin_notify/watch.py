@@ -12,12 +12,12 @@ import attrs
 
 from beyondagent_core.checks import FieldRangeError, number
 from beyondagent_core.logs import get_logger
+from beyondagent_core.secrets import MASK, remember
 
 log = get_logger("beyondagent.notify")
 
 ENV_URLS = "BEYONDAGENT_NOTIFY_URLS"
 EVENTS = ("finished", "failed", "stalled")
-MASK = "***"  # what the core writes in place of a secret in the run's spec
 HEADLINE = ("steps", "train/reward_mean", "train/success_rate", "val/pass@1", "val/reward_mean")
 
 
@@ -35,10 +35,25 @@ class NotifySettings:
 
 
 def settings_of(run: Any) -> NotifySettings | None:
-    """The run's settings (`plugins.settings.notify` and $BEYONDAGENT_NOTIFY_URLS); None if they are bad."""
-    block = dict(((run.spec.get("plugins") or {}).get("settings") or {}).get("notify") or {})
+    """The run's settings (`plugins.settings.notify` and $BEYONDAGENT_NOTIFY_URLS); None if they are bad.
+
+    The block comes from `run.plugin_settings`, the real values: in `run.spec` a URL is masked
+    (`***`, like every secret there), and a masked URL cannot be contacted. Every URL is
+    remembered as a secret, so apprise's errors and our warnings never show it.
+    """
+    block = dict(_block(getattr(run, "plugin_settings", None))
+                 or _block((run.spec.get("plugins") or {}).get("settings")))
     env_urls = os.environ.get(ENV_URLS, "").replace(",", " ").split()
-    urls = [url for url in block.pop("urls", None) or [] if url and url != MASK]
+    given = block.pop("urls", None) or []
+    if isinstance(given, str):  # one URL written without the list
+        given = [given]
+    urls = [url for url in given if url and url != MASK]
+    if MASK in given:
+        log.warning("notify.url_masked", count=given.count(MASK), where="plugins.settings.notify.urls",
+                    hint="this run's caller passed the redacted spec only (RunInfo.plugin_settings is empty); "
+                         f"set the URLs in ${ENV_URLS} instead")
+    for url in [*urls, *env_urls]:
+        remember(url)
     try:
         settings = NotifySettings(urls=[*urls, *env_urls], **block)
     except (TypeError, ValueError, FieldRangeError) as exc:
@@ -46,6 +61,11 @@ def settings_of(run: Any) -> NotifySettings | None:
                     hint=f"keys: urls, stall_minutes (>= 0), events ({', '.join(EVENTS)}); no notifications this run")
         return None
     return settings
+
+
+def _block(settings: Any) -> dict[str, Any]:
+    block = (settings or {}).get("notify") if isinstance(settings, dict) else None
+    return block if isinstance(block, dict) else {}
 
 
 def headline(metrics: dict[str, Any]) -> str:

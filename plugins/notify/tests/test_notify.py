@@ -2,7 +2,8 @@
 
 Checked: a tiny-model training run sends "finished" with its numbers; a stall is reported once
 and the finish after it too; a run that fails sends "failed"; settings come from the spec and the
-environment; an unreachable or unknown target logs a warning and never fails the run.
+environment; an unreachable or unknown target logs a warning and never fails the run; a URL
+given literally or through `${oc.env:...}` is notified and written in none of the run's files.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from beyondagent_core.protocols import RunInfo
 from beyondagent_plugin_notify import beyondagent_run_finished, beyondagent_run_started, beyondagent_step_finished
@@ -30,10 +32,13 @@ class Inbox:
         self.messages: list[dict[str, Any]] = []
         inbox = self
 
+        self.authorizations: list[str | None] = []
+
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length", 0))
                 inbox.messages.append(json.loads(self.rfile.read(length)))
+                inbox.authorizations.append(self.headers.get("Authorization"))
                 self.send_response(200)
                 self.end_headers()
 
@@ -71,6 +76,32 @@ def test_a_training_run_sends_finished_with_its_numbers(run_spec, tmp_path, inbo
     assert message["title"] == "beyondagent: run quickstart finished"
     assert "steps 2" in message["message"] and "train/success_rate" in message["message"]
     assert f"report: {result.run_dir / 'report.html'}" in message["message"]
+
+
+@pytest.mark.parametrize("given", ["literal", "environment"])
+@pytest.mark.beyondagent_plugins("gym", "mixers", "torch", "notify")
+def test_a_url_is_notified_and_written_in_no_file_of_the_run(given, run_spec, tmp_path, inbox, monkeypatch) -> None:
+    # The README's own example: the webhook (credentials in it) through ${oc.env:...}, or written out.
+    url = inbox.url.replace("json://", "json://hook-user:hook-pass-42@")
+    monkeypatch.setenv("BA_TEST_WEBHOOK_URL", url)
+    spec = yaml.safe_load(QUICKSTART.read_text())
+    spec["plugins"] = {"settings": {"notify": {"urls": [url if given == "literal" else "${oc.env:BA_TEST_WEBHOOK_URL}"],
+                                               "stall_minutes": 0}}}
+    result = run_spec(spec, "backend.total_steps=2", "backend.eval_every=0", "backend.save_every=1",
+                      "algorithm.group_size=2", "tasks.train.count=2", "tasks.val.count=2",
+                      f"run.output_dir={tmp_path}")
+    (message,) = inbox.wait_for(1)
+    assert message["title"] == "beyondagent: run quickstart finished"
+    assert inbox.authorizations == ["Basic aG9vay11c2VyOmhvb2stcGFzcy00Mg=="]  # hook-user:hook-pass-42
+    written = [path for path in result.run_dir.rglob("*") if path.is_file() and path.suffix in (".json", ".jsonl",
+                                                                                                    ".yaml", ".html")]
+    assert {"spec.resolved.yaml", "state.json", "events.jsonl"} <= {path.name for path in written}
+    for path in written:
+        text = path.read_text(errors="replace")
+        for secret in (inbox.url.removeprefix("json://"), "hook-pass-42", "aG9vay11c2VyOmhvb2stcGFzcy00Mg"):
+            assert secret not in text, f"{secret} in {path}"
+    assert yaml.safe_load((result.run_dir / "spec.resolved.yaml").read_text())["plugins"]["settings"]["notify"][
+        "urls"] == ["***"]
 
 
 def test_a_stall_is_reported_once_then_the_finish(tmp_path, inbox) -> None:

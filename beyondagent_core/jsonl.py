@@ -75,6 +75,20 @@ def read_jsonl(
             bad.report(where, str(exc))
 
 
+def loads_line(line: str | bytes) -> Any:
+    """`json.loads` of one line of a file someone else may have written: anything that cannot be
+    read (malformed, nested too deeply for the parser's recursion, an integer past Python's digit
+    limit) is a ValueError saying why, never a RecursionError escaping to the user as a bug."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("not readable JSON (nested too deeply)") from None
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ValueError(f"not readable JSON ({exc})") from None
+
+
 def json_lines(path: str | Path, bad: BadRecords, *, hint: str | None = None) -> Iterator[tuple[str, int, Any]]:
     """Yield `(where, line number, obj)` for each non-blank JSON line of `path` ("file:line" as `where`).
 
@@ -95,9 +109,9 @@ def json_lines(path: str | Path, bad: BadRecords, *, hint: str | None = None) ->
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                bad.report(where, f"not valid JSON ({exc.msg} at column {exc.colno})", hint=hint)
+                obj = loads_line(line)
+            except ValueError as exc:
+                bad.report(where, str(exc), hint=hint)
                 continue
             yield where, number, obj
 

@@ -7,14 +7,14 @@ truncated last line (a killed run); `json_safe` turns NaN and infinities into nu
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from beyondagent_core import metric_names
+from beyondagent_core.jsonl import loads_line
 from beyondagent_core.logs import get_logger
 
 log = get_logger(__name__)
@@ -61,24 +61,32 @@ def json_safe(value: Any) -> Any:
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     """The records of `<run_dir>/metrics.jsonl` in file order ([] when there is none).
 
-    A truncated last line (a killed run) is dropped quietly; a malformed line elsewhere, or a
-    record without an integer `step`, is skipped with a warning.
+    A truncated last line (a killed run) is dropped quietly; any other line that is not a JSON
+    object with an integer `step` (malformed, nested too deeply, a number too long to read) is
+    skipped with a `metrics.bad_line` warning naming the file and line.
     """
-    return [record for record in _read_lines(Path(run_dir) / METRICS_FILE) if _has_step(record)]
+    return _read_lines(Path(run_dir) / METRICS_FILE, _metrics_problem)
 
 
 def read_samples(run_dir: Path) -> list[dict[str, Any]]:
     """The records of `<run_dir>/samples.jsonl` (see `read_metrics` for bad lines)."""
-    records = _read_lines(Path(run_dir) / SAMPLES_FILE)
-    return [record for record in records if _has_step(record) and isinstance(record.get("trajectory"), dict)]
+    return _read_lines(Path(run_dir) / SAMPLES_FILE, _sample_problem)
 
 
-def _has_step(record: dict[str, Any]) -> bool:
+def _metrics_problem(record: dict[str, Any]) -> str | None:
     step = record.get(metric_names.STEP)
-    return isinstance(step, int) and not isinstance(step, bool)
+    if not isinstance(step, int) or isinstance(step, bool):
+        return f"no integer {metric_names.STEP!r} (got {type(step).__name__})"
+    return None
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
+def _sample_problem(record: dict[str, Any]) -> str | None:
+    if not isinstance(record.get("trajectory"), dict):
+        return "no 'trajectory' object"
+    return _metrics_problem(record)
+
+
+def _read_lines(path: Path, problem: Callable[[dict[str, Any]], str | None]) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -87,11 +95,14 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = loads_line(line)
+        except ValueError as exc:
             if number != len(lines):  # the last line of a killed run may be cut off: expected
-                log.warning("metrics.bad_line", where=f"{path}:{number}", reason=exc.msg)
+                log.warning("metrics.bad_line", where=f"{path}:{number}", reason=str(exc))
             continue
-        if isinstance(record, dict):
-            records.append(record)
+        reason = f"a JSON {type(record).__name__}, not an object" if not isinstance(record, dict) else problem(record)
+        if reason is not None:
+            log.warning("metrics.bad_line", where=f"{path}:{number}", reason=reason)
+            continue
+        records.append(record)
     return records

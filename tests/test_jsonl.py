@@ -14,6 +14,7 @@ from beyondagent_core.jsonl import (
     BadRecords,
     append_jsonl,
     check_policy,
+    json_lines,
     read_jsonl,
     read_tasks,
     write_jsonl,
@@ -316,3 +317,14 @@ def test_a_torn_last_line_is_cut_so_the_next_append_starts_clean(tmp_path) -> No
     only_torn = tmp_path / "torn.jsonl"
     only_torn.write_bytes(b'{"x": ')
     assert cut_torn_tail(only_torn) == 6 and only_torn.read_bytes() == b""
+
+
+def test_json_too_deep_or_too_long_to_read_is_a_bad_record_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"task_id": "a"}\n' + "[" * 100_000 + "]" * 100_000 + "\n"
+                    + '{"task_id": "b", "n": ' + "9" * 5000 + "}\n")
+    bad = BadRecords("skip")
+    assert [obj for _, _, obj in json_lines(path, bad)] == [{"task_id": "a"}]
+    assert bad.count == 2
+    assert bad.examples[0].startswith(f"{path}:2: ") and "nested too deeply" in bad.examples[0]
+    assert bad.examples[1].startswith(f"{path}:3: ") and "4300 digits" in bad.examples[1]

@@ -6,6 +6,7 @@ import asyncio
 import importlib.util
 import itertools
 
+import numpy as np
 import pytest
 
 from beyondagent_core.errors import SpecError
@@ -97,6 +98,36 @@ def test_stats_count_kept_and_dropped() -> None:
     dedup = Dedup()
     keep(dedup, [task("open the door"), task("Open the door."), task("close the window")])
     assert (dedup.stats["kept"], dedup.stats["dropped"]) == (2, 1)
+
+
+LONG = "Go to the kitchen and find the red apple on the table, then bring it to the living room."
+
+
+@pytest.mark.parametrize("metric", ["jaccard", "cosine"])
+def test_threshold_one_drops_exact_duplicates(metric: str) -> None:
+    # "at or above": cosine's float sums put a long text's similarity to itself at 0.9999999999999998
+    dedup = Dedup(DedupConfig(threshold=1.0, metric=metric))
+    assert dedup.similarity(LONG, LONG) == 1.0
+    assert keep(dedup, [task(LONG), task(LONG.upper()), task(LONG + " Quickly.")]) == [LONG, LONG + " Quickly."]
+
+
+class UnitVectors:
+    """Stands in for a sentence-transformers model (no weights can be downloaded here): the same
+    float32 unit vector for every text, whose dot product with itself is 0.99999994, not 1."""
+
+    def encode(self, texts: list[str], normalize_embeddings: bool) -> np.ndarray:
+        return np.full((len(texts), 384), 1 / np.sqrt(384), dtype=np.float32)
+
+
+def test_threshold_one_drops_exact_duplicates_with_embeddings() -> None:
+    from beyondagent_core.synthesis.filters import _Embeddings
+
+    encoder = object.__new__(_Embeddings)
+    encoder.model, encoder._cache = UnitVectors(), {}
+    assert encoder.similarities(LONG, [LONG.lower(), "Another text."]) == [1.0, pytest.approx(1.0)]
+    dedup = Dedup(DedupConfig(threshold=1.0))
+    dedup._encoder = encoder  # as DedupConfig(method="embeddings", model=...) builds it
+    assert keep(dedup, [task(LONG), task(LONG.lower())]) == [LONG]
 
 
 def test_embeddings_need_sentence_transformers_and_a_model() -> None:

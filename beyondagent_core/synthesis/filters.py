@@ -2,7 +2,8 @@
 
 `dedup` compares each candidate's query with the tasks kept so far (the whole set, or only
 those of the same seed task with `scope: seed`) and with the candidates it already let
-through in this call, and drops it when the similarity reaches `threshold`. Queries are
+through in this call, and drops it when the similarity reaches `threshold` (at or above it:
+at 1.0, exact duplicates after normalization are dropped by every method and metric). Queries are
 normalized first (Unicode NFKC, case folded, punctuation dropped, whitespace collapsed) and
 compared as sets (Jaccard) or counts (cosine) of character `n`-grams, which works for any
 script, Chinese and Japanese included, where word splitting on spaces does not. With
@@ -97,6 +98,8 @@ def jaccard(a: Counter[str], b: Counter[str]) -> float:
 
 
 def cosine(a: Counter[str], b: Counter[str]) -> float:
+    if a == b:  # exactly 1: the float sums below land a hair under it, and `threshold: 1.0` must match
+        return 1.0
     norm = math.sqrt(sum(v * v for v in a.values())) * math.sqrt(sum(v * v for v in b.values()))
     if norm == 0:
         return 1.0 if not a and not b else 0.0
@@ -212,8 +215,9 @@ class _Embeddings:
         if missing:
             vectors = self.model.encode([normalize(t) for t in missing], normalize_embeddings=True)
             self._cache.update(zip(missing, vectors, strict=True))
-        target = self._cache[query]
-        return [float(target @ self._cache[other]) for other in others]
+        target, same = self._cache[query], normalize(query)
+        # the same text is similarity 1 exactly (float32 vectors give 0.99999994, under `threshold: 1.0`)
+        return [1.0 if normalize(other) == same else float(target @ self._cache[other]) for other in others]
 
 
 # --- min_confidence ---------------------------------------------------------------------------

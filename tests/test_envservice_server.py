@@ -208,6 +208,48 @@ def test_idle_instances_are_reaped_after_the_ttl() -> None:
         assert "idle" in CLOSED
 
 
+def test_a_slow_call_under_a_short_ttl_is_not_reaped() -> None:
+    with running_server(ttl=0.2) as served:
+        instance = create(served.url, "slow", slow=1.0)  # every call takes 1 s, five TTLs
+        assert post(served.url, "step", instance_id=instance, messages=ACTION).status_code == 200
+        assert post(served.url, "evaluate", instance_id=instance).status_code == 200
+        assert served.pool.stats()["reaped"] == 0
+
+
+def test_an_instance_is_never_reaped_in_the_middle_of_a_call() -> None:
+    """The reaper awaits each close; a call that begins on another idle instance meanwhile keeps it."""
+    import asyncio
+
+    from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
+
+    closing, let_close = threading.Event(), threading.Event()
+
+    class SlowToClose(ToyEnv):
+        def close(self) -> None:
+            if self.task is not None and self.task.metadata.get("slow_close"):
+                closing.set()
+                let_close.wait(10)
+            super().close()
+
+    now = [0.0]
+    pool = InstancePool(ThreadHost(SlowToClose), PoolLimits(ttl=1.0), env_name="toy", clock=lambda: now[0])
+
+    async def main() -> tuple[int, Any]:
+        await pool.create(Task("idle", metadata={"slow_close": True}), "idle")
+        await pool.create(Task("busy", metadata={"slow": 0.3}), "busy")  # its calls take 0.3 s
+        now[0] = 5.0  # both idle past the TTL
+        reaping = asyncio.create_task(pool.reap_idle())
+        await asyncio.to_thread(closing.wait, 10)  # the reaper is closing "idle"...
+        stepping = asyncio.create_task(pool.call("busy", "step", ACTION))  # ...when a step on "busy" begins
+        await asyncio.sleep(0.05)
+        let_close.set()
+        return await reaping, await stepping
+
+    reaped, step = asyncio.run(main())
+    assert reaped == 1 and step.reward == 1.0
+    assert list(pool.instances) == ["busy"] and pool.counts["reaped"] == 1  # "busy" was reaped as its step ended
+
+
 def test_shutdown_closes_every_instance() -> None:
     CLOSED.clear()
     with running_server() as served:

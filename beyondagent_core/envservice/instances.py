@@ -7,7 +7,8 @@ actors. Rules the pool enforces:
 
 - at most `max_instances` live (and being created) at once, else 429;
 - an instance idle for `ttl` seconds is closed and forgotten (the reaper; a client that died
-  mid-episode leaks nothing);
+  mid-episode leaks nothing); one with a call in flight or waiting is never idle, however long
+  the call takes;
 - an env call that takes longer than `call_timeout` gets 504 and marks the instance broken:
   later calls get 409 until the client releases it (a thread cannot be killed, so the hung
   call keeps its worker; `stats()["hung_calls"]` counts them; the host closes its env once
@@ -323,17 +324,27 @@ class InstancePool:
     # --- the whole pool ----------------------------------------------------------------------
 
     async def reap_idle(self) -> int:
-        """Close every instance idle for longer than the TTL; returns how many."""
-        deadline = self.clock() - self.limits.ttl
-        idle = [inst for inst in self.instances.values() if inst.busy == 0 and inst.last_used <= deadline]
-        for instance in idle:
-            if self.instances.get(instance.instance_id) is instance:
-                del self.instances[instance.instance_id]
-                self.counts["reaped"] += 1
-                log.info("envservice.reaped", instance=instance.instance_id, task=instance.task_id,
-                         idle_s=round(self.clock() - instance.last_used, 1))
-                await self._dispose(instance)
-        return len(idle)
+        """Close every instance idle for longer than the TTL; returns how many.
+
+        Each one is checked again just before it goes, with no await between the check and its
+        removal: closing the one before awaits, and a call may have begun on it meanwhile (its
+        `busy` count keeps it).
+        """
+        reaped = 0
+        for instance in list(self.instances.values()):
+            if self.instances.get(instance.instance_id) is not instance or not self._expired(instance):
+                continue
+            del self.instances[instance.instance_id]
+            reaped += 1
+            self.counts["reaped"] += 1
+            log.info("envservice.reaped", instance=instance.instance_id, task=instance.task_id,
+                     idle_s=round(self.clock() - instance.last_used, 1))
+            await self._dispose(instance)
+        return reaped
+
+    def _expired(self, instance: Instance) -> bool:
+        """No call in flight or waiting, and none for longer than the TTL."""
+        return instance.busy == 0 and instance.last_used <= self.clock() - self.limits.ttl
 
     async def reaper(self) -> None:
         """Reap idle instances until cancelled (a task of the server's lifespan)."""

@@ -305,6 +305,17 @@ def test_a_full_run_writes_an_explainable_run_dir(inline, data, run_spec, monkey
     assert sorted(p.name for p in out.iterdir()) == ["train.epoch0.jsonl", "train.epoch1.jsonl", "val.jsonl"]
 
 
+
+def test_events_carry_the_run_id_of_the_run_that_wrote_them(inline, data, run_spec) -> None:
+    spec = base_spec(data)
+    run_spec(spec)
+    second = run_spec(spec)  # the same run directory
+    events = events_of(second.run_dir)
+    started = [event["run_id"] for event in events if event["event"] == "run.started"]
+    assert len(started) == 2 and len(set(started)) == 2
+    assert {event["run_id"] for event in events} == set(started)
+    assert [event["run_id"] for event in events] == sorted(event["run_id"] for event in events)
+
 def test_the_same_run_twice_appends_events(inline, data, run_spec) -> None:
     first = run_spec(base_spec(data))
     second = run_spec(base_spec(data), "backend.epochs=1")

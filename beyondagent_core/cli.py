@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.verbose:
             import traceback
 
-            traceback.print_exc()
+            print(redact(traceback.format_exc()), end="", file=sys.stderr)
         else:
             print("  hint: run again with -v for the traceback, and please report it", file=sys.stderr)
         return 1
@@ -214,7 +214,7 @@ def print_error(exc: BeyondAgentError, *, verbose: bool) -> None:
     if verbose and exc.__cause__ is not None:
         import traceback
 
-        traceback.print_exception(exc.__cause__, file=sys.stderr)
+        print(redact("".join(traceback.format_exception(exc.__cause__))), end="", file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

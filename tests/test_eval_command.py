@@ -124,3 +124,17 @@ def test_episodes_are_made_only_as_workers_free_up() -> None:
 
     asyncio.run(run_pool(jobs(), run, 4))
     assert taken == 5000 and most == 4 and taken_at_first_finish == 4
+
+
+def test_an_endpoints_credentials_are_written_in_no_file_of_the_eval(openai_server: Any, tmp_path: Path) -> None:
+    openai_server.responder = lambda body: "right"
+    base_url = openai_server.base_url.replace("http://", "http://gina:pw-778899@")
+    proc = beyondagent("eval", str(QUICKSTART), f"run.output_dir={tmp_path / 'runs'}", "tasks.val.count=2",
+                       "--model", "policy", "--base-url", base_url, "--k", "1", "--out", str(tmp_path / "eval"),
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "eval" / "eval.json").read_text())["model"].startswith("endpoint policy at http://***@")
+    for path in [*(tmp_path / "eval").rglob("*"), *(tmp_path / "runs").rglob("*")]:
+        if path.is_file():
+            assert "pw-778899" not in path.read_text(errors="replace"), path
+    assert "pw-778899" not in proc.stdout + proc.stderr

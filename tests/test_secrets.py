@@ -187,3 +187,29 @@ def test_the_exploration_checkpoint_stores_no_secret(cli, tmp_path: Path) -> Non
     changed = explore("k-ddeeff")  # only the secret changed: refused, saying so without showing it
     assert changed.code == 1 and "a secret among the settings changed" in changed.err
     assert "k-aabbcc" not in changed.text and "k-ddeeff" not in changed.text
+
+
+def test_a_traceback_shown_with_verbose_is_redacted(capsys, logging_config) -> None:
+    configure_logging(verbose=True)
+    try:
+        raise ConnectionError("cannot reach http://henry:pw-445566@127.0.0.1:9/v1")
+    except ConnectionError:
+        structlog.get_logger("t").exception("llm.failed")
+    console = capsys.readouterr().err
+    assert "ConnectionError" in console and "http://***@127.0.0.1:9/v1" in console
+    assert "pw-445566" not in console
+
+
+def test_the_cause_printed_with_verbose_is_redacted(capsys) -> None:
+    from beyondagent_core.cli import print_error
+    from beyondagent_core.errors import RunError
+
+    try:
+        try:
+            raise ConnectionError("cannot reach http://ivy:pw-667788@127.0.0.1:9/v1")
+        except ConnectionError as exc:
+            raise RunError("the LLM endpoint is unreachable") from exc
+    except RunError as error:
+        print_error(error, verbose=True)
+    printed = capsys.readouterr().err
+    assert "Traceback" in printed and "http://***@127.0.0.1:9/v1" in printed and "pw-667788" not in printed

@@ -33,6 +33,7 @@ from beyondagent_core.logs import get_logger
 from beyondagent_core.pipeline import Session, guarded, load_tasks
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.rundir import run_dir_of
+from beyondagent_core.secrets import redact
 from beyondagent_core.types import Task, Trajectory, Turn
 
 log = get_logger("beyondagent.eval")
@@ -58,7 +59,8 @@ class ModelChoice:
         if self.checkpoint is not None:
             return f"checkpoint {self.checkpoint}"
         assert self.endpoint is not None
-        return f"endpoint {self.endpoint.model} at {self.endpoint.base_url or 'the openai default'}"
+        # masked: this goes into eval.json, eval.html and the eval directory's name
+        return redact(f"endpoint {self.endpoint.model} at {self.endpoint.base_url or 'the openai default'}")
 
 
 def resolve_checkpoint(path: str | Path, *, merge: bool = True, registry: Any = None) -> Path:

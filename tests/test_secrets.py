@@ -213,3 +213,20 @@ def test_the_cause_printed_with_verbose_is_redacted(capsys) -> None:
         print_error(error, verbose=True)
     printed = capsys.readouterr().err
     assert "Traceback" in printed and "http://***@127.0.0.1:9/v1" in printed and "pw-667788" not in printed
+
+
+def test_a_failed_episodes_error_kept_in_its_records_is_redacted() -> None:
+    import asyncio
+
+    from beyondagent_core.runtime.episodes import EpisodeRunner
+    from beyondagent_core.types import Task
+
+    class Unreachable:  # a workflow whose endpoint refuses, as an LLM client would report it
+        async def run(self, task, env, llm):
+            raise ConnectionError("POST https://jack:pw-990011@llm.example.com/v1/chat/completions?key=k-135791")
+
+    trajectory = asyncio.run(EpisodeRunner(workflow=Unreachable(), make_env=None).run(Task(task_id="t", env="e"),
+                                                                                        llm=None))
+    record = json.dumps(trajectory.to_dict())
+    assert "https://***@llm.example.com/v1/chat/completions?key=***" in trajectory.error
+    assert "pw-990011" not in record and "k-135791" not in record

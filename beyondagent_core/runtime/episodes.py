@@ -24,6 +24,7 @@ from beyondagent_core.judging import (
 )
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
+from beyondagent_core.secrets import redact
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 log = get_logger("beyondagent.episodes")
@@ -51,7 +52,7 @@ class EpisodeRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one broken episode must not stop the step
-            error = f"{type(exc).__name__}: {exc}"
+            error = redact(f"{type(exc).__name__}: {exc}")  # kept in episode records, reports, the viewer
             log.warning("episode.failed", task=task.task_id, error=error, exc_info=True)
             trajectory = Trajectory(task=task, turns=recorder.turns(), error=error,
                                     reward=Reward(0.0, reason=f"episode failed: {error}"))

@@ -11,9 +11,12 @@ Two kinds of secret are masked as `***`:
   its credentials in the host (apprise's `slack://`, `ntfy://`, `json://`...), and an
   `Authorization` value echoed back (`Bearer ...`, `Basic <base64 of user:pass>`).
 
-Every structlog event passes through `redact_event` (console and events.jsonl alike), the CLI
-redacts the errors it prints, `Spec.redacted` (the saved spec, lifecycle hooks, checkpoints)
-and the exploration checkpoint go through `redact_value`: one mechanism, used everywhere.
+One mechanism, used everywhere: every structlog event passes through `redact_event` (console
+and events.jsonl alike, tracebacks with `-v` too); the CLI redacts the errors it prints (and
+their tracebacks); `Spec.redacted` (the saved spec, what lifecycle hooks and checkpoints get),
+the exploration checkpoint's header, a failed episode's error and eval's endpoint description
+go through `redact_value` / `redact`. A keyed value is masked whole when its key names a secret
+(`is_secret_key`). Credentials seen in a URL are remembered from then on.
 """
 
 from __future__ import annotations

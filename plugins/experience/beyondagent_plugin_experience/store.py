@@ -174,6 +174,8 @@ class SqliteExperienceStore:
     def _write(self, db: Any, work: Callable[[Any], _T]) -> _T:
         """`work(db)` as one write transaction, begun with the write lock held so that no other
         process's writer interleaves; a file locked past the busy timeout is tried again."""
+        if db.in_transaction:  # one left open by a vector write that failed before its commit
+            db.rollback()
         for attempt in range(1, LOCK_ATTEMPTS + 1):
             try:
                 db.execute("BEGIN IMMEDIATE")

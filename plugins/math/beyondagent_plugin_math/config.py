@@ -172,17 +172,29 @@ class MathToolConfig:
 
 @attrs.define
 class MathAnswerConfig:
-    """Rule-based answer check (see `grading.py`).
+    """Rule-based answer check of the final answer (see `answers.py`, `equivalence.py`, `grading.py`).
 
-    `correct_score` for a right answer; `format_score` for a wrong one that was found in the
-    expected format (verl's GSM8K uses 0.1; default 0). `last_number`: when the text has no
-    `\\boxed{}`, `####` or "the answer is", take its last number (for tiny models; a last-number
-    answer never earns `format_score`). `verify_timeout`: seconds math-verify may take per answer.
+    The final answer is the last `\\boxed{}`, else the last `####`, else what follows the last
+    "answer is"/"answer:", else the whole reply when it is only a number or an expression.
+
+    `correct_score` for a right answer; `format_score` for a wrong one in a marked format
+    (`\\boxed{}`, `####`, "the answer is"; verl's GSM8K uses 0.1; default 0).
+    `last_number`: when none of those is found, take the last number the text states: never an
+    operand of an equation or expression (`5 + 3 =`), never one after "not" (for tiny models
+    that never learned a format; it never earns `format_score`). `allow_expressions`: when the
+    reference is a number, an arithmetic expression equal to it counts too (`0 + 3`,
+    `\\sqrt{9}`, `6/2`); off by default, so restating the question never scores. Relations,
+    lists and words never count. `truncated_score`: the score of a reply cut off by the token
+    limit (its final turn's `finish_reason` is `length`, or the episode's token budget ran
+    out), with the reason in `Reward.reason`; null grades such a reply like any other.
+    `verify_timeout`: seconds math-verify may take per answer.
     """
 
     correct_score: float = 1.0
     format_score: float = 0.0
     last_number: bool = False
+    allow_expressions: bool = False
+    truncated_score: float | None = 0.0
     verify_timeout: float = attrs.field(default=15.0, validator=_positive)
 
 
@@ -190,7 +202,8 @@ class MathAnswerConfig:
 class MathFormatConfig:
     """A format reward: `score` when the final model turn states an answer (`\\boxed{}` by default).
 
-    `require_boxed`: only a `\\boxed{}` counts (else also `####` and "the answer is").
+    `require_boxed`: only a `\\boxed{}` counts (else any final answer `math_answer` would find:
+    `####`, "the answer is", a reply that is only a number).
     """
 
     score: float = 1.0

@@ -4,25 +4,45 @@ Both grade the episode's **last assistant turn** (the final answer of a multi-tu
 episode; the only turn of a CoT one) against `task.ground_truth`. Grading runs in a worker
 thread, so a slow math-verify call never blocks the event loop the episodes share; it never
 raises (see `grading.py`).
+
+A reply cut off by the token limit is not a finished answer ("The answer is 3, but to" was
+graded as the answer "3, but to"): `math_answer` scores it `truncated_score` (default 0,
+`details.status` `truncated`, the reason says which limit) without reading it. A turn is cut
+off when its `Turn.finish_reason` is `"length"` (the torch and verl backends and OpenAI
+endpoints set it); an episode is when its `metrics["truncated"]` is set (its token budget ran
+out before the model answered). With `truncated_score: null` such replies are graded as they are.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from beyondagent_core.types import Reward, Task, Trajectory
+from beyondagent_core.types import Reward, Task, Trajectory, Turn
 from beyondagent_plugin_math.answers import extract_answer, last_boxed
 from beyondagent_plugin_math.config import MathAnswerConfig, MathFormatConfig
 from beyondagent_plugin_math.grading import grade
 from beyondagent_plugin_math.verify_worker import shared_worker
 
 
+def final_answer_turn(trajectory: Trajectory) -> Turn | None:
+    """The last assistant turn (None when the model never answered)."""
+    return next((turn for turn in reversed(trajectory.turns) if turn.role == "assistant"), None)
+
+
 def final_answer_text(trajectory: Trajectory) -> str:
     """The content of the last assistant turn ('' when the model never answered)."""
-    for turn in reversed(trajectory.turns):
-        if turn.role == "assistant":
-            return turn.content or ""
-    return ""
+    turn = final_answer_turn(trajectory)
+    return (turn.content or "") if turn is not None else ""
+
+
+def cut_off(trajectory: Trajectory) -> str | None:
+    """Why the final answer is unfinished (a token limit cut it), or None when it is not."""
+    turn = final_answer_turn(trajectory)
+    if turn is not None and turn.finish_reason == "length":
+        return "the reply was cut off by the token limit (max_tokens) before it finished"
+    if trajectory.metrics.get("truncated"):
+        return "the episode's token budget (max_episode_tokens) ran out before the model finished"
+    return None
 
 
 class MathAnswerJudge:
@@ -31,12 +51,19 @@ class MathAnswerJudge:
         self.worker = shared_worker(self.config.verify_timeout)
 
     async def score(self, task: Task, trajectory: Trajectory) -> Reward:
+        why = cut_off(trajectory)
+        if why is not None and self.config.truncated_score is not None:
+            turn = final_answer_turn(trajectory)
+            return Reward(float(self.config.truncated_score),
+                          reason=f"{why}: truncated_score={self.config.truncated_score} "
+                                 "(truncated_score: null grades cut-off replies as they are)",
+                          details={"status": "truncated", "finish_reason": turn.finish_reason if turn else None})
         return await asyncio.to_thread(self.grade, final_answer_text(trajectory), task.ground_truth)
 
     def grade(self, solution: str, ground_truth: object) -> Reward:
-        return grade(solution, ground_truth, last_number=self.config.last_number,
-                     format_score=self.config.format_score, correct_score=self.config.correct_score,
-                     worker=self.worker)
+        config = self.config
+        return grade(solution, ground_truth, last_number=config.last_number, allow_expressions=config.allow_expressions,
+                     format_score=config.format_score, correct_score=config.correct_score, worker=self.worker)
 
 
 class MathFormatJudge:

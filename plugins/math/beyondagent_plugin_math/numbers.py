@@ -11,11 +11,20 @@ a plain number is left to math-verify.
 Two numbers agree when they are equal, or, if either was written with decimals, when they
 differ by at most one part in a million (so `0.3333333` is `1/3` but `0.333` is not). A
 percentage agrees with both readings: `50%` matches `50` and `0.5`.
+
+Digits of any script (`３`, `٣`) are read as the digits they are, and `−` (U+2212) as a minus
+sign; superscripts are not digits (`3²` is not a number). A fraction is read, and says whether
+it is `simplified` (integer parts in lowest terms, not equal to an integer): `6/2` and
+`\frac{2}{4}` are not, which the judge uses to refuse unevaluated arithmetic (see
+`equivalence.py`). Unit words after a number are at most three words, none of them a
+negation or a hedge: `12 cm` is 12, `3 is not it` and `3 or four` are not numbers.
 """
 
 from __future__ import annotations
 
+import math
 import re
+import unicodedata
 from fractions import Fraction
 
 import attrs
@@ -33,7 +42,9 @@ _E_NOTATION = re.compile(rf"^({_DECIMAL})[eE]([+-]?\d+)$")
 _TIMES_TEN = re.compile(rf"^(?:({_DECIMAL})\s*(?:\\times|\\cdot|\*|x|×))?\s*10\s*\^\s*\{{?\s*([+-]?\d+)\s*\}}?$")
 _LATEX_FRACTION = re.compile(r"^([+-]?)\\[dt]?frac\s*(?:\{([^{}]+)\}|(\d))\s*(?:\{([^{}]+)\}|(\d))$")
 _SLASH_FRACTION = re.compile(rf"^({_DECIMAL})\s*/\s*({_DECIMAL})$")
-_UNIT_WORDS = re.compile(r"^(.*?\d\.?)\s+[A-Za-z][A-Za-z .²³/^-]*$")  # `12 cm`, never `2x`
+_UNIT_WORDS = re.compile(r"^(.*?\d\.?)\s+([A-Za-z][A-Za-z .²³/^-]*)$")  # `12 cm`, never `2x`
+_NOT_UNITS = frozenset("not no nor or and but maybe perhaps possibly probably never wrong incorrect isn't is".split())
+MAX_UNIT_WORDS = 3
 _ASSIGNMENT = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)$")
 _CURRENCY = re.compile(r"\\\$|\$|€|£|¥|\\euro|\bUSD\b|\bdollars?\b", re.IGNORECASE)
 
@@ -45,6 +56,8 @@ class ParsedNumber:
     value: Fraction
     percent: bool = False
     inexact: bool = False
+    simplified: bool = True
+    """False for a fraction not in lowest terms or equal to an integer (`6/2`, `\\frac{2}{4}`)."""
 
     def readings(self) -> list[Fraction]:
         """The values it may stand for: a percentage is both `p` and `p/100`."""
@@ -65,7 +78,15 @@ def parse_number(answer: str) -> ParsedNumber | None:
     if value is None:
         return None
     number, inexact = value
-    return ParsedNumber(number, percent=percent, inexact=inexact)
+    return ParsedNumber(number, percent=percent, inexact=inexact, simplified=_simplified(text))
+
+
+def ascii_digits(text: str) -> str:
+    """`text` with every decimal digit (any script) as 0-9 and the minus sign U+2212 as `-`."""
+    if text.isascii():
+        return text
+    return "".join(str(unicodedata.digit(char)) if unicodedata.category(char) == "Nd" else char
+                   for char in text).replace("\u2212", "-")
 
 
 def numbers_match(predicted: ParsedNumber, reference: ParsedNumber) -> bool:
@@ -81,7 +102,7 @@ def numbers_match(predicted: ParsedNumber, reference: ParsedNumber) -> bool:
 
 
 def _clean(answer: str) -> str:
-    text = answer.strip()
+    text = ascii_digits(answer).strip()
     for opening, closing in (("\\(", "\\)"), ("\\[", "\\]"), ("$", "$")):
         if text.startswith(opening) and text.endswith(closing) and len(text) > len(opening) + len(closing) - 1:
             text = text[len(opening): len(text) - len(closing)].strip()
@@ -100,6 +121,9 @@ def _clean(answer: str) -> str:
         return text
     unit = _UNIT_WORDS.match(text)
     if unit and not re.search(r"[eE]\d", text):
+        words = unit.group(2).lower().split()
+        if len(words) > MAX_UNIT_WORDS or _NOT_UNITS.intersection(words):
+            return ""  # "3 is not it", "3 or four": words that change what the number says
         text = unit.group(1).strip()
     while len(text) > 2 and text.startswith("(") and text.endswith(")") and text.count("(") == 1:
         text = text[1:-1].strip()
@@ -132,6 +156,23 @@ def _read_value(text: str) -> tuple[Fraction, bool] | None:
             return None
         return top / bottom, "." in text
     return None
+
+
+def _simplified(text: str) -> bool:
+    """Whether a cleaned number is in its simplest form: a fraction only in lowest terms, never an integer."""
+    match = _LATEX_FRACTION.match(text)
+    if match:
+        parts = (match.group(2) or match.group(3), match.group(4) or match.group(5))
+    else:
+        match = _SLASH_FRACTION.match(text)
+        if not match:
+            return True
+        parts = (match.group(1), match.group(2))
+    top, bottom = (part.strip() for part in parts)
+    if not (re.fullmatch(r"[+-]?\d+", top) and re.fullmatch(r"\d+", bottom)):
+        return False  # `1.5/3`, `1/-2`
+    numerator, denominator = int(top), int(bottom)
+    return denominator > 1 and math.gcd(numerator, denominator) == 1
 
 
 def _scaled(mantissa: str, exponent: str) -> tuple[Fraction, bool] | None:

@@ -10,7 +10,10 @@ verl calls it once per response with the decoded text and the row's
 event loop: it is a plain synchronous call, safe in verl's reward workers and threads.
 
 `extra_info` may carry `format_score` (score of a wrong but well-formatted answer, like verl's
-GSM8K scorer's 0.1) and `last_number` (accept a bare last number as the answer).
+GSM8K scorer's 0.1), `last_number` (accept the last stated number as the answer) and
+`allow_expressions` (an arithmetic expression may answer a number), as in `math_answer`.
+verl passes only the text, so a response cut off at verl's `response_length` is graded as it
+is: `math_answer`'s `truncated_score` needs our rollout (which records `finish_reason`).
 """
 
 from __future__ import annotations
@@ -29,5 +32,5 @@ def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_
     except (TypeError, ValueError):
         format_score = 0.0
     reward = grade(solution_str, ground_truth, last_number=bool(options.get("last_number", False)),
-                   format_score=format_score)
+                   allow_expressions=bool(options.get("allow_expressions", False)), format_score=format_score)
     return float(reward.score)

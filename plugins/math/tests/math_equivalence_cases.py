@@ -13,7 +13,7 @@ CASES: list[tuple[str, object, bool, str]] = [
     (r"\boxed{0.5}", "1/2", True, "decimal vs slash fraction"),
     (r"\boxed{\dfrac{3}{4}}", "0.75", True, "dfrac"),
     (r"\boxed{\tfrac12}", "0.5", True, "tfrac without braces"),
-    (r"\boxed{\frac{2}{4}}", r"\frac{1}{2}", True, "unreduced fraction"),
+    (r"\boxed{\frac{2}{4}}", r"\frac{1}{2}", False, "unreduced fraction (unevaluated: allow_expressions)"),
     (r"\boxed{0.333}", "1/3", False, "too coarse a decimal"),
     (r"\boxed{0.3333333}", "1/3", True, "decimal within a millionth"),
     (r"\boxed{3.0}", "3", True, "trailing zero"),

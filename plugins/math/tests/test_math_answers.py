@@ -1,4 +1,4 @@
-"""Answer extraction and the plain-number path, piece by piece."""
+"""Answer extraction, stated numbers and the plain-number path, piece by piece."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from fractions import Fraction
 
 import pytest
 from beyondagent_plugin_math.answers import all_boxed, extract_answer, last_boxed, reference_answers
-from beyondagent_plugin_math.numbers import numbers_match, parse_number
+from beyondagent_plugin_math.numbers import ascii_digits, numbers_match, parse_number
+from beyondagent_plugin_math.stated_numbers import last_stated_number
 
 
 @pytest.mark.parametrize(("text", "answer", "method"), [
@@ -20,10 +21,42 @@ from beyondagent_plugin_math.numbers import numbers_match, parse_number
     ("Thus, the answer is $x=5$.", "x=5", "answer_is"),
     ("The final answer is: 12. Done", "12", "answer_is"),
     ("FINAL ANSWER: -3", "-3", "answer_is"),
+    ("**Answer:** 7", "7", "answer_is"),
+    ("The answer is 3, since 1 + 2 = 3.", "3", "answer_is"),
+    ("The answer is 3, or maybe 4.", "3, or maybe 4", "answer_is"),
+    ("The answer is $(1, 2)$, clearly.", "(1, 2)", "answer_is"),
+    ("  42.\n", "42", "bare"),
+    ("0 + 3", "0 + 3", "bare"),
+    ("\u0664\u0662", "42", "bare"),
+    ("```python\nprint(9)\n```\n\\boxed{4}", "4", "boxed"),
+    ("```latex\n\\boxed{5}\n```", "5", "boxed"),
 ])
 def test_extract_answer(text: str, answer: str, method: str) -> None:
     found = extract_answer(text)
     assert found is not None and (found.answer, found.method) == (answer, method)
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("so it is 7", "7"),
+    ("5 + 3 = 8", "8"),
+    ('The sentence "5 + 3 =', None),
+    ("What is 0 + 3?", None),
+    ("3 times 1", None),
+    ("It is 4, not 3", "4"),
+    ("It is not 3", None),
+    ("So 5-3", None),
+    ("so it is -3", "-3"),
+    ("3 \\times 2", None),
+    ("I get 3.\n- 2 is a list item", "3"),
+])
+def test_last_stated_number(text: str, number: str | None) -> None:
+    assert last_stated_number(text) == number
+
+
+def test_code_is_never_the_answer() -> None:
+    assert extract_answer("```python\nx = 3  # the answer is 3\nprint(x)\n```", last_number=True) is None
+    assert extract_answer("<python>print(3)</python>", last_number=True) is None
+    assert extract_answer("```\nunclosed 3", last_number=True) is None
 
 
 def test_last_number_is_only_a_fallback_when_asked() -> None:
@@ -73,9 +106,24 @@ def test_parse_number(text: str, value: Fraction, percent: bool) -> None:
     assert number is not None and (number.value, number.percent) == (value, percent)
 
 
-@pytest.mark.parametrize("text", ["2x", r"\sqrt{2}", "1,2", "(1,2)", "abc", r"10^{100000}", ""])
+@pytest.mark.parametrize("text", ["2x", r"\sqrt{2}", "1,2", "(1,2)", "abc", r"10^{100000}", "",
+                                  "3 is not it", "3 or four", "3 apples and pears in a big box", "3\u00b2"])
 def test_not_plain_numbers(text: str) -> None:
     assert parse_number(text) is None
+
+
+@pytest.mark.parametrize(("text", "simplified"), [
+    ("7/3", True), (r"\frac{-1}{2}", True), ("3", True), ("0.5", True),
+    ("6/2", False), (r"\dfrac{2}{4}", False), (r"\frac{3}{1}", False), ("1.5/3", False), ("1/-2", False),
+])
+def test_a_fraction_knows_whether_it_is_in_lowest_terms(text: str, simplified: bool) -> None:
+    number = parse_number(text)
+    assert number is not None and number.simplified is simplified
+
+
+def test_digits_of_any_script_and_the_unicode_minus() -> None:
+    assert ascii_digits("\uff13\u0664\U0001d7d0 \u22125 \u00b2") == "342 -5 \u00b2"
+    assert parse_number("\u22123").value == -3
 
 
 def test_numbers_match_tolerance_applies_only_to_decimals() -> None:

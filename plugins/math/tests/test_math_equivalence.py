@@ -28,7 +28,7 @@ def test_verdict(solution: str, ground_truth: object, expected: bool, what: str)
     assert isinstance(reward, Reward)
     assert reward.success is expected, f"{what}: {reward.reason} {reward.details}"
     assert reward.score == (1.0 if expected else 0.0)
-    assert reward.details.get("status") in ("correct", "wrong", "no_answer", "undecided")
+    assert reward.details.get("status") in ("correct", "wrong", "not_a_number", "no_answer", "undecided")
 
 
 def test_a_pathological_answer_times_out_instead_of_hanging_the_judge() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from beyondagent_plugin_math.config import MathCotConfig, MathToolConfig, SandboxConfig
+from beyondagent_plugin_math.config import MathAnswerConfig, MathCotConfig, MathToolConfig, SandboxConfig
 from beyondagent_plugin_math.cot import MathCotWorkflow
 from beyondagent_plugin_math.judges import MathAnswerJudge
 from beyondagent_plugin_math.sandbox import isolation_unavailable
@@ -154,7 +154,10 @@ def test_running_out_of_context_ends_the_episode(tokenizer) -> None:
     llm = ScriptedPolicy(["```python\nprint(1)\n```"], tokenizer)  # the next chat() raises ContextLengthExceeded
     trajectory = run(MathToolWorkflow(MathToolConfig(sandbox=FAST_SANDBOX)), TASK, llm)
     assert trajectory.metrics["truncated"] and not trajectory.terminated
-    assert asyncio.run(MathAnswerJudge().score(TASK, trajectory)).details["status"] == "no_answer"
+    reward = asyncio.run(MathAnswerJudge().score(TASK, trajectory))
+    assert (reward.score, reward.details["status"]) == (0.0, "truncated") and "token budget" in reward.reason
+    graded = asyncio.run(MathAnswerJudge(MathAnswerConfig(truncated_score=None)).score(TASK, trajectory))
+    assert graded.details["status"] == "no_answer"
 
 
 def test_stop_strings_and_sampling_reach_the_llm() -> None:

@@ -3,7 +3,8 @@
 "Cannot be parsed" means the rule judge found no final answer, or found one it could not
 compare with the reference (`details.status` `no_answer` or `undecided`): then the LLM judge
 grades the episode against the task's reference and its reward is used, marked
-`details.judge = "llm"`. A rule verdict (right or wrong) is final and costs no LLM call. A
+`details.judge = "llm"`. A rule verdict (correct, wrong, not_a_number, truncated) is final and
+costs no LLM call: a cut-off reply or a restated expression is never handed to the LLM. A
 task without a reference answer is left to the rule judge (score 0): the LLM would have
 nothing to compare with.
 

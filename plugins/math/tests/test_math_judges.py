@@ -121,7 +121,10 @@ def test_math_answer_or_llm_asks_the_llm_only_when_the_answer_cannot_be_parsed(p
     wrong = asyncio.run(judge.score(TASK, episode("\\boxed{3}")))
     assert (right.score, right.details["judge"]) == (1.0, "rule")
     assert (wrong.score, wrong.details["judge"]) == (0.0, "rule")
-    assert openai_server.requests == []  # parsed answers cost no LLM call
+    cut = Trajectory(task=TASK, turns=[Turn("user", "?"), Turn("assistant", "It is one", finish_reason="length")])
+    cut_off = asyncio.run(judge.score(TASK, cut))
+    assert (cut_off.score, cut_off.details["status"], cut_off.details["judge"]) == (0.0, "truncated", "rule")
+    assert openai_server.requests == []  # parsed answers and cut-off replies cost no LLM call
 
     openai_server.push("The agent says one half in words, which is right. <verdict>yes</verdict>")
     words = asyncio.run(judge.score(TASK, episode("It is one half.")))

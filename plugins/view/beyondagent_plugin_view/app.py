@@ -8,20 +8,25 @@ Routes (run `n` is the n-th RUN_DIR, from 0):
     /r/{n}/episode/{id}                 one episode          /r/{n}/group?step&split&group   a group
     /r/{n}/curves   /r/{n}/spec         curves, spec and plugins
     /compare?a=RUN:STEP&b=RUN:STEP&split=val   two steps or two runs on the same tasks
-    /api/runs, /r/{n}/api/episodes, /r/{n}/api/episodes/{id}, /r/{n}/api/group, /r/{n}/api/curves,
-    /r/{n}/api/spec, /api/compare       the same as JSON
+    /api/runs, /r/{n}/api/episodes, /r/{n}/api/episodes/{id}[?token_start=N], /r/{n}/api/group,
+    /r/{n}/api/curves, /r/{n}/api/spec, /api/compare       the same as JSON
 
 Every request first indexes what the run appended since the last one (`EpisodeIndex.refresh`).
-With a token, every request needs it: `Authorization: Bearer <token>`, or `?token=<token>` once
-(a cookie then carries it), compared in constant time. Without one, only requests naming a
-loopback host are answered (a web page cannot reach the viewer through DNS rebinding).
+Everything read from a run directory is untrusted (see `index`, `records`, `safe_files`): the
+handlers are plain functions, so Starlette runs them in its thread pool and no request (a large
+refresh, a long episode, the report's panels) blocks the event loop; what one request may ask for
+is bounded (`bounds`); a number beyond 64 bits is a 400. HTML comes from the templates (`pages`),
+with a Content-Security-Policy that lets only the viewer's own script run; JSON replies carry
+no NaN or infinity (null instead). Access is `gate.Gate`'s: loopback host names, or the token.
 """
 
 from __future__ import annotations
 
-import hmac
+import base64
+import hashlib
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -29,24 +34,77 @@ from typing import Any
 import attrs
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from beyondagent_core.episode_records import EPISODES_FILE, expand_tokens
-from beyondagent_core.run_records import METRICS_FILE, read_metrics
+from beyondagent_core.episode_records import EPISODES_FILE
+from beyondagent_core.logs import get_logger
+from beyondagent_core.run_records import METRICS_FILE
+
 from beyondagent_plugin_view import pages
-from beyondagent_plugin_view.charts import line_chart
+from beyondagent_plugin_view.assets import SCRIPT
+from beyondagent_plugin_view.bounds import (
+    MAX_CARD_TOKENS,
+    MAX_GROUP_SHOWN,
+    MAX_METRICS_BYTES,
+    MAX_SERIES,
+    MAX_TEXT_FILE_BYTES,
+    MAX_TOKENS_SHOWN,
+    check_int64,
+    int64,
+    is_int64,
+)
+from beyondagent_plugin_view.charts import chart
 from beyondagent_plugin_view.compare import compare, compare_page, default_sides, parse_side
+from beyondagent_plugin_view.gate import Gate, check_token
 from beyondagent_plugin_view.index import EpisodeIndex
 from beyondagent_plugin_view.queries import ListQuery, choices, group_rows, list_episodes, summary
+from beyondagent_plugin_view.records import finite, token_window
+from beyondagent_plugin_view.safe_files import read_bounded, read_text, regular_or_missing
+
+log = get_logger("beyondagent.view")
 
 SPEC_FILE = "spec.resolved.yaml"
 PLUGINS_FILE = "plugins.json"
-TOKEN_COOKIE = "beyondagent_view_token"
-LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]", "::1"]
+SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+SECURITY_HEADERS = {
+    # only the viewer's own inline script runs, whatever a run's text might smuggle into a page
+    "content-security-policy": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                               f"script-src 'sha256-{SCRIPT_HASH}'; form-action 'self'; base-uri 'none'; "
+                               "frame-ancestors 'none'",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
+
+class Page(HTMLResponse):
+    """An HTML page with the security headers; text that is not valid UTF-8 (a lone surrogate from a
+    JSON escape) is replaced, never an error."""
+
+    def __init__(self, content: str, status_code: int = 200):
+        super().__init__(content, status_code=status_code, headers=SECURITY_HEADERS)
+
+    def render(self, content: Any) -> bytes:
+        return content.encode("utf-8", errors="replace")
+
+
+class Data(JSONResponse):
+    """JSON without NaN or infinity (null instead: a run's numbers may be anything)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(_finite(content), ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8", errors="replace")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 @attrs.define
@@ -67,7 +125,7 @@ class RunView:
 
     @property
     def has_episodes(self) -> bool:
-        return (self.dir / EPISODES_FILE).is_file()
+        return os.path.lexists(self.dir / EPISODES_FILE)
 
 
 def open_runs(run_dirs: list[Path], *, min_interval_s: float = 0.5) -> list[RunView]:
@@ -80,49 +138,27 @@ def open_runs(run_dirs: list[Path], *, min_interval_s: float = 0.5) -> list[RunV
     return runs
 
 
-class TokenGate(BaseHTTPMiddleware):
-    """Every request needs the token: a bearer header, `?token=` (then remembered in a cookie) or the cookie."""
-
-    def __init__(self, app: Any, token: str):
-        super().__init__(app)
-        self.token = token.encode()
-
-    def _matches(self, given: str | None) -> bool:
-        return given is not None and hmac.compare_digest(given.encode(), self.token)
-
-    async def dispatch(self, request: Request, call_next: Any) -> Response:
-        header = request.headers.get("authorization", "")
-        bearer = header[7:] if header.lower().startswith("bearer ") else None
-        by_query = self._matches(request.query_params.get("token"))
-        if not (by_query or self._matches(bearer) or self._matches(request.cookies.get(TOKEN_COOKIE))):
-            return PlainTextResponse("missing or wrong token: open the URL with ?token=<token> (printed at start) "
-                                     "or send 'Authorization: Bearer <token>'", status_code=401,
-                                     headers={"www-authenticate": "Bearer"})
-        response = await call_next(request)
-        if by_query:
-            response.set_cookie(TOKEN_COOKIE, self.token.decode(), httponly=True, samesite="strict")
-        return response
-
-
 def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
+    if token is not None:
+        check_token(token)  # now, not at the first request
     def run_of(request: Request) -> RunView:
-        number = request.path_params["run"]
+        number = check_int64(request.path_params["run"], "the run number")
         if not 0 <= number < len(runs):
             raise LookupError(f"there is no run {number}; runs are 0 to {len(runs) - 1}")
         run = runs[number]
         run.index.refresh()
         return run
 
-    async def home(request: Request) -> Response:
+    def home(request: Request) -> Response:
         if len(runs) == 1:
             return RedirectResponse(f"{runs[0].base}/", status_code=307)
-        return HTMLResponse(pages.runs_page(runs, [summary(run.index) for run in runs]))
+        return Page(pages.runs_page(runs, [summary(run.index) for run in runs]))
 
-    async def api_runs(request: Request) -> Response:
+    def api_runs(request: Request) -> Response:
         for run in runs:
             run.index.refresh()
-        return JSONResponse([{"run": run.number, "name": run.name, "dir": str(run.dir), **summary(run.index)}
-                             for run in runs])
+        return Data([{"run": run.number, "name": run.name, "dir": str(run.dir), **summary(run.index)}
+                     for run in runs])
 
     def listing(request: Request) -> tuple[RunView, ListQuery, list[dict[str, Any]], int, float]:
         run = run_of(request)
@@ -131,104 +167,101 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
         rows, total = list_episodes(run.index, query)
         return run, query, rows, total, (time.perf_counter() - started) * 1000
 
-    async def episodes_html(request: Request) -> Response:
+    def episodes_html(request: Request) -> Response:
         run, query, rows, total, elapsed = listing(request)
-        return HTMLResponse(pages.list_page(run, query, rows, total, summary(run.index), choices(run.index),
-                                            elapsed_ms=elapsed, runs=runs))
+        return Page(pages.list_page(run, query, rows, total, summary(run.index), choices(run.index),
+                                    elapsed_ms=elapsed, runs=runs))
 
-    async def episodes_json(request: Request) -> Response:
+    def episodes_json(request: Request) -> Response:
         run, query, rows, total, elapsed = listing(request)
-        return JSONResponse({"total": total, "page": query.page, "per_page": query.per_page,
-                             "pages": max(1, math.ceil(total / query.per_page)), "query_ms": round(elapsed, 2),
-                             "summary": summary(run.index), "episodes": rows})
+        return Data({"total": total, "page": query.page, "per_page": query.per_page,
+                     "pages": max(1, math.ceil(total / query.per_page)), "query_ms": round(elapsed, 2),
+                     "summary": summary(run.index), "episodes": rows})
 
-    def one_episode(request: Request) -> tuple[RunView, dict[str, Any], dict[str, Any], list[Any], str | None]:
+    def one_episode(request: Request, start: int = 0) -> tuple[RunView, dict[str, Any], dict[str, Any], list[Any]]:
         run = run_of(request)
-        found = run.index.read(request.path_params["id"])
+        episode = check_int64(request.path_params["id"], "the episode id")
+        found = run.index.read(episode)
         if found is None:
-            raise LookupError(f"run {run.number} has no episode {request.path_params['id']}")
+            raise LookupError(f"run {run.number} has no episode {episode}")
         row, record = found
-        try:
-            tokens, problem = expand_tokens(record), None
-        except Exception as exc:  # noqa: BLE001 - a damaged record is shown as such, never a server error
-            tokens, problem = [], f"the tokens of this record cannot be shown: {type(exc).__name__}: {exc}"
-            record = {**record, "tokens": None}
-        return run, row, record, tokens, problem
+        tokens, _ = token_window(record, start, MAX_TOKENS_SHOWN)
+        return run, row, record, tokens
 
-    async def episode_html(request: Request) -> Response:
-        run, row, record, tokens, problem = one_episode(request)
-        return HTMLResponse(pages.episode_page(run, row, record, tokens, problem, runs=runs))
+    def episode_html(request: Request) -> Response:
+        run, row, record, tokens = one_episode(request)
+        return Page(pages.episode_page(run, row, record, tokens, runs=runs))
 
-    async def episode_json(request: Request) -> Response:
-        run, row, record, tokens, problem = one_episode(request)
-        return JSONResponse({"row": row, "record": {k: v for k, v in record.items() if k != "tokens"},
-                             "tokens": tokens, "token_error": problem})
+    def episode_json(request: Request) -> Response:
+        start = int64(request.query_params.get("token_start", "0"), "?token_start=")
+        run, row, record, tokens = one_episode(request, max(0, start))
+        return Data({"row": row, "record": {k: v for k, v in record.items() if k != "tokens"},
+                     "tokens": tokens, "token_start": max(0, start), "tokens_total": row["tokens"],
+                     "token_error": row["bad"]})
 
-    def group(request: Request) -> tuple[RunView, int, str, str, list[Any]]:
+    def group(request: Request) -> tuple[RunView, int, str, str, list[Any], bool]:
         run = run_of(request)
         params = request.query_params
         try:
             step = int(params.get("step", ""))
         except ValueError:
             raise ValueError("a group needs ?step=<int>&split=<name>&group=<id>") from None
+        check_int64(step, "?step=")
         split, group_id = params.get("split", "train"), params.get("group", "")
+        rows = group_rows(run.index, step, split, group_id)
+        more = len(rows) > MAX_GROUP_SHOWN
         items = []
-        for row in group_rows(run.index, step, split, group_id):
+        for row in rows[:MAX_GROUP_SHOWN]:
             found = run.index.read(row["id"])
             if found is None:
                 continue
+            row, record = found
+            block = record.get("tokens") if isinstance(record.get("tokens"), dict) else {}
+            start = block.get("prompt_length") or 0
+            tokens, _ = token_window(record, start, MAX_CARD_TOKENS)
+            items.append((row, record, tokens, start))
+        return run, step, split, group_id, items, more
+
+    def group_html(request: Request) -> Response:
+        run, step, split, group_id, items, more = group(request)
+        return Page(pages.group_page(run, step, split, group_id, items, more=more, runs=runs))
+
+    def group_json(request: Request) -> Response:
+        run, step, split, group_id, items, more = group(request)
+        return Data({"step": step, "split": split, "group": group_id, "more": more,
+                     "episodes": [{"row": row, "trained_tokens": row["trained"]} for row, _, _, _ in items]})
+
+    def curves_html(request: Request) -> Response:
+        run = run_of(request)
+        records, problem = read_metrics(run.dir)
+        series, hidden = curves(records)
+        charts = [found for key, points in series.items()
+                  if (found := chart(key, [s for s, _ in points], [v for _, v in points])) is not None]
+        return Page(pages.curves_page(run, charts, report_panels(run.dir, records), problem=problem, hidden=hidden,
+                                      limit=MAX_SERIES, runs=runs))
+
+    def curves_json(request: Request) -> Response:
+        run = run_of(request)
+        return Data(curves(read_metrics(run.dir)[0])[0])
+
+    def spec_of(run: RunView) -> tuple[str | None, str | None, Any, str | None]:
+        spec, spec_problem = read_text(run.dir / SPEC_FILE, MAX_TEXT_FILE_BYTES)
+        raw, plugins_problem = read_text(run.dir / PLUGINS_FILE, MAX_TEXT_FILE_BYTES)
+        plugins = None
+        if raw is not None:
             try:
-                tokens = expand_tokens(found[1])
-            except Exception:  # noqa: BLE001 - a damaged record shows without its tokens
-                tokens = []
-            items.append((row, found[1], tokens))
-        return run, step, split, group_id, items
+                plugins = json.loads(raw)
+            except (ValueError, RecursionError):
+                plugins_problem = f"{PLUGINS_FILE} is not JSON (or cut at {MAX_TEXT_FILE_BYTES} bytes)"
+        return spec, spec_problem, plugins, plugins_problem
 
-    async def group_html(request: Request) -> Response:
-        run, step, split, group_id, items = group(request)
-        return HTMLResponse(pages.group_page(run, step, split, group_id, items, runs=runs))
-
-    async def group_json(request: Request) -> Response:
-        run, step, split, group_id, items = group(request)
-        return JSONResponse({"step": step, "split": split, "group": group_id,
-                             "episodes": [{"row": row, "trained_tokens": sum(t["mask"] for t in tokens)}
-                                          for row, _, tokens in items]})
-
-    def curves(run: RunView) -> dict[str, list[list[float]]]:
-        found: dict[str, dict[int, float]] = {}
-        for record in read_metrics(run.dir):
-            for key, value in record.items():
-                if key not in ("step", "time") and isinstance(value, int | float) and not isinstance(value, bool) \
-                        and math.isfinite(value):
-                    found.setdefault(key, {})[record["step"]] = float(value)
-        return {key: [[step, value] for step, value in sorted(points.items())] for key, points in sorted(found.items())}
-
-    async def curves_html(request: Request) -> Response:
+    def spec_html(request: Request) -> Response:
         run = run_of(request)
-        series = curves(run)
-        charts = [line_chart(key, [int(s) for s, _ in points], [v for _, v in points])
-                  for key, points in series.items()]
-        return HTMLResponse(pages.curves_page(run, charts, report_panels(run.dir), runs=runs))
+        return Page(pages.spec_page(run, *spec_of(run), runs=runs))
 
-    async def curves_json(request: Request) -> Response:
-        return JSONResponse(curves(run_of(request)))
-
-    def spec_of(run: RunView) -> tuple[str | None, Any]:
-        spec_path, plugins_path = run.dir / SPEC_FILE, run.dir / PLUGINS_FILE
-        spec = spec_path.read_text(encoding="utf-8", errors="replace") if spec_path.is_file() else None
-        try:
-            plugins = json.loads(plugins_path.read_text(encoding="utf-8")) if plugins_path.is_file() else None
-        except ValueError:
-            plugins = None
-        return spec, plugins
-
-    async def spec_html(request: Request) -> Response:
-        run = run_of(request)
-        return HTMLResponse(pages.spec_page(run, *spec_of(run), runs=runs))
-
-    async def spec_json(request: Request) -> Response:
-        spec, plugins = spec_of(run_of(request))
-        return JSONResponse({"spec": spec, "plugins": plugins})
+    def spec_json(request: Request) -> Response:
+        spec, spec_problem, plugins, plugins_problem = spec_of(run_of(request))
+        return Data({"spec": spec, "plugins": plugins, "problems": [p for p in (spec_problem, plugins_problem) if p]})
 
     def comparison(request: Request) -> dict[str, Any] | None:
         for run in runs:
@@ -241,11 +274,11 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
             sides = default_sides(runs[0].index, split)
         return None if sides is None else compare(runs, sides[0], sides[1], split)
 
-    async def compare_html(request: Request) -> Response:
-        return HTMLResponse(compare_page(runs, comparison(request), request.query_params))
+    def compare_html(request: Request) -> Response:
+        return Page(compare_page(runs, comparison(request), request.query_params))
 
-    async def compare_json(request: Request) -> Response:
-        return JSONResponse(comparison(request))
+    def compare_json(request: Request) -> Response:
+        return Data(comparison(request))
 
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("OK")
@@ -266,27 +299,71 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
     async def bad_request(request: Request, exc: Exception) -> Response:
         return _problem(request, 400, str(exc))
 
-    middleware = ([Middleware(TokenGate, token=token)] if token
-                  else [Middleware(TrustedHostMiddleware, allowed_hosts=LOOPBACK_HOSTS)])
-    return Starlette(routes=routes, middleware=middleware,
+    return Starlette(routes=routes, middleware=[Middleware(Gate, token=token)],
                      exception_handlers={404: not_found, LookupError: not_found, ValueError: bad_request})
 
 
 def _problem(request: Request, status: int, message: str) -> Response:
     if "/api/" in request.url.path:
-        return JSONResponse({"error": message}, status_code=status)
-    return HTMLResponse(pages.page("error", f'<p class="notice">{pages.esc(message)}</p><p><a href="/">back</a></p>'),
-                        status_code=status)
+        return Data({"error": message}, status_code=status)
+    return Page(pages.error_page(message), status_code=status)
+
+
+# -- metrics ------------------------------------------------------------------------------------
+
+def read_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], str | None]:
+    """metrics.jsonl's records with a 64-bit integer step, read as untrusted (no symlink, at most
+    MAX_METRICS_BYTES; bad lines skipped), and why it was not read (or was cut)."""
+    try:
+        data, more = read_bounded(run_dir / METRICS_FILE, MAX_METRICS_BYTES)
+    except FileNotFoundError:
+        return [], None
+    except OSError as exc:
+        return [], str(exc)
+    lines = data.splitlines()
+    if more or not data.endswith(b"\n"):
+        lines = lines[:-1]  # cut at the limit, or being written: the last line is not whole
+    records = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(record, dict) and is_int64(record.get("step")):
+            records.append(record)
+    problem = f"{METRICS_FILE} is larger than {MAX_METRICS_BYTES} bytes: its first part is shown" if more else None
+    return records, problem
+
+
+def curves(records: list[dict[str, Any]]) -> tuple[dict[str, list[list[float]]], int]:
+    """Metric name -> [[step, value], ...] of the finite numbers (at most MAX_SERIES metrics), and
+    how many metrics were left out."""
+    found: dict[str, dict[int, float]] = {}
+    left_out: set[str] = set()
+    for record in records:
+        for key, value in record.items():
+            number = finite(value)
+            if key in ("step", "time") or number is None:
+                continue
+            if key in found or len(found) < MAX_SERIES:
+                found.setdefault(key, {})[record["step"]] = number
+            else:
+                left_out.add(key)
+    series = {key: [[step, value] for step, value in sorted(points.items())] for key, points in sorted(found.items())}
+    return series, len(left_out)
 
 
 _PANELS: dict[Path, tuple[tuple[int, int], list[Any]]] = {}
 
 
-def report_panels(run_dir: Path) -> list[Any]:
+def report_panels(run_dir: Path, records: list[dict[str, Any]]) -> list[Any]:
     """report.html's matplotlib panels, when matplotlib is installed and the run has metrics
-    (drawn again only when metrics.jsonl changed)."""
-    path = run_dir / METRICS_FILE
-    if not path.is_file():
+    (drawn again only when metrics.jsonl changed; a run whose numbers the report cannot draw has none)."""
+    try:
+        found = regular_or_missing(run_dir / METRICS_FILE)
+    except OSError:
+        return []
+    if found is None or not records:
         return []
     try:
         import matplotlib  # noqa: F401
@@ -294,9 +371,13 @@ def report_panels(run_dir: Path) -> list[Any]:
         return []
     from beyondagent_core.report import draw_panels, merge_by_step
 
-    stat = path.stat()
-    key = (stat.st_mtime_ns, stat.st_size)
-    cached = _PANELS.get(path)
+    key = (found.st_mtime_ns, found.st_size)
+    cached = _PANELS.get(run_dir)
     if cached is None or cached[0] != key:
-        _PANELS[path] = cached = (key, draw_panels(merge_by_step(read_metrics(run_dir))))
+        try:
+            panels = draw_panels(merge_by_step(records))
+        except Exception as exc:  # noqa: BLE001 - a run's odd numbers cost its panels, never the page
+            log.warning("view.panels_failed", run_dir=os.fspath(run_dir), error=f"{type(exc).__name__}: {exc}")
+            panels = []
+        _PANELS[run_dir] = cached = (key, panels)
     return cached[1]

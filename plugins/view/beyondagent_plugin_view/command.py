@@ -2,9 +2,11 @@
 
     beyondagent view RUN_DIR [RUN_DIR ...] [--host 127.0.0.1] [--port 0|N] [--no-browser] [--token-env VAR]
 
-Loopback by default. On any other address a token is required (`--token-env VAR` names the
-environment variable holding it; never on the command line, where `ps` shows it): the printed
-URL carries it once as `?token=`, then a cookie does.
+Loopback by default (any address in 127.0.0.0/8, `::1`, `localhost`). On any other address a
+token is required (`--token-env VAR` names the environment variable holding it; never on the
+command line, where `ps` shows it): any text of at least 16 characters; the printed URL carries
+it once as `?token=`, then a cookie does. Served like the env service: a deadline on each
+request's headers and a cap on connections (503 past it), so slow clients cannot hold it.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 from beyondagent_core.arguments import PORT
 from beyondagent_core.episode_records import EPISODES_FILE
 from beyondagent_core.errors import BeyondAgentError, DataError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HEADER_TIMEOUT = 10.0  # seconds for a request's headers (slowloris)
+MAX_CONNECTIONS = 256
+MAKE_TOKEN = 'python -c "import secrets; print(secrets.token_urlsafe(24))"'
 RUN_MARKERS = (EPISODES_FILE, "metrics.jsonl", "spec.resolved.yaml", "samples.jsonl")  # eval dirs have episodes
 WHERE = "beyondagent view"
 
@@ -58,13 +63,20 @@ def check_run_dir(text: str) -> Path:
 
 
 def read_token(var: str | None) -> str | None:
+    """The token held in `$var` exactly as it is (any text), at least MIN_TOKEN_CHARS characters."""
+    from beyondagent_plugin_view.gate import check_token  # starlette: not at start-up
+
     if var is None:
         return None
-    token = os.environ.get(var, "").strip()
+    token = os.environ.get(var, "")
     if not token:
         raise BeyondAgentError(f"--token-env {var}: the environment variable {var} is not set or empty",
-                               where=WHERE, hint=f"export {var}=<a secret> before starting the viewer")
-    return token
+                               where=WHERE, hint=f"export {var}=$({MAKE_TOKEN}) before starting the viewer")
+    try:
+        return check_token(token)
+    except ValueError as exc:
+        raise BeyondAgentError(f"--token-env {var}: {exc}", where=WHERE,
+                               hint=f"export {var}=$({MAKE_TOKEN})") from None
 
 
 def url_of(sock: socket.socket, host: str) -> str:
@@ -76,10 +88,12 @@ def url_of(sock: socket.socket, host: str) -> str:
 def run_view_command(args: argparse.Namespace) -> int:
     run_dirs = [check_run_dir(text) for text in args.run_dirs]
     token = read_token(args.token_env)
-    if args.host not in LOOPBACK and token is None:
+    from beyondagent_plugin_view.gate import is_loopback
+
+    if not is_loopback(args.host) and token is None:
         raise BeyondAgentError(f"--host {args.host} is not a loopback address: anyone who can reach it could read "
                                "the runs, so a token is required", where=WHERE,
-                               hint="export VIEW_TOKEN=<a secret> and add --token-env VIEW_TOKEN, "
+                               hint=f"export VIEW_TOKEN=$({MAKE_TOKEN}) and add --token-env VIEW_TOKEN, "
                                     "or keep the default --host 127.0.0.1 (ssh -L to reach it from elsewhere)")
     from beyondagent_core.envservice.server import bind  # the env service's listener (starlette: not at start-up)
 
@@ -100,9 +114,12 @@ def run_view_command(args: argparse.Namespace) -> int:
     for run in runs:
         count = run.index.query("SELECT count(*) FROM episodes")[0][0]
         print(f"{run.dir}: {count} episodes indexed ({run.index.path})", file=sys.stderr)
+        for note in (run.index.note, run.index.problem):
+            if note:
+                print(f"  note: {note}", file=sys.stderr)
     print(f"indexed in {time.perf_counter() - started:.1f}s", file=sys.stderr)
     app = create_app(runs, token=token)
-    url = url_of(sock, args.host) + "/" + (f"?token={token}" if token else "")
+    url = url_of(sock, args.host) + "/" + (f"?token={quote(token, safe='')}" if token else "")
     print(f"beyondagent view: {url}  (Ctrl-C stops it)", flush=True)
     if not args.no_browser:
         threading.Timer(0.5, _open_browser, args=(url,)).start()
@@ -125,24 +142,35 @@ def serve(app: object, sock: socket.socket) -> None:
     uvicorn.Server(_config(app)).run(sockets=[sock])
 
 
-def _config(app: object) -> object:
-    import uvicorn
+def _config(app: object, *, header_timeout: float = HEADER_TIMEOUT, max_connections: int = MAX_CONNECTIONS) -> object:
+    """uvicorn with the env service's guards: a deadline on request headers, a connection cap."""
+    import importlib.util
 
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", proxy_headers=False)
+    import uvicorn
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    from beyondagent_core.envservice.slow_clients import guarded_protocol
+
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    protocol = guarded_protocol(import_from_string(HTTP_PROTOCOLS[http]), header_timeout)
+    return uvicorn.Config(app, http=protocol, limit_concurrency=max_connections, log_level="warning",
+                          access_log=False, lifespan="off", proxy_headers=False)
 
 
 class ServerThread:
     """The app served on a free loopback port in a daemon thread (tests, the benchmark):
     `with ServerThread(app) as url: ...` stops it on leaving."""
 
-    def __init__(self, app: object, host: str = "127.0.0.1"):
+    def __init__(self, app: object, host: str = "127.0.0.1", *, header_timeout: float = HEADER_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS):
         import uvicorn
 
         from beyondagent_core.envservice.server import bind
 
         self.sock = bind(host, 0)
         self.url = url_of(self.sock, host)
-        self.server = uvicorn.Server(_config(app))
+        self.server = uvicorn.Server(_config(app, header_timeout=header_timeout, max_connections=max_connections))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> str:

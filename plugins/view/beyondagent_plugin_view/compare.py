@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 
 import attrs
 
-from beyondagent_plugin_view.pages import esc, page
+from beyondagent_plugin_view.bounds import MAX_COMPARE_ROWS, check_int64
+from beyondagent_plugin_view.pages import clip, number, render
 
 
 @attrs.frozen
@@ -32,9 +33,11 @@ class Side:
 def parse_side(text: str, what: str) -> Side:
     run, _, step = text.partition(":")
     try:
-        return Side(int(run), int(step))
-    except ValueError:
-        raise ValueError(f"?{what}= must be RUN:STEP (e.g. 0:20, run 0 at step 20), got {text!r}") from None
+        return Side(check_int64(int(run), f"?{what}= run"), check_int64(int(step), f"?{what}= step"))
+    except ValueError as exc:
+        detail = f" ({exc})" if "out of range" in str(exc) else ""
+        raise ValueError(f"?{what}= must be RUN:STEP (e.g. 0:20, run 0 at step 20), "
+                         f"got {text[:40]!r}{detail}") from None
 
 
 def default_sides(index: Any, split: str) -> tuple[Side, Side] | None:
@@ -65,6 +68,7 @@ def compare(runs: Sequence[Any], a: Side, b: Side, split: str) -> dict[str, Any]
         rows.append({"task_id": task, "a": left[task], "b": right[task], "delta_reward": delta,
                      "delta_success": right[task]["success"] - left[task]["success"]})
     rows.sort(key=lambda row: (-abs(row["delta_reward"]), row["task_id"]))
+    cut = len(rows) > MAX_COMPARE_ROWS
 
     def mean(key: str, side: str) -> float | None:
         return statistics.fmean(row[side][key] for row in rows) if rows else None
@@ -76,40 +80,23 @@ def compare(runs: Sequence[Any], a: Side, b: Side, split: str) -> dict[str, Any]
         "success_a": mean("success", "a"), "success_b": mean("success", "b"),
         "better": sum(1 for row in rows if row["delta_reward"] > 1e-9),
         "worse": sum(1 for row in rows if row["delta_reward"] < -1e-9),
-        "tasks": rows,
+        "tasks": rows[:MAX_COMPARE_ROWS], "cut": cut,
     }
 
 
 def compare_page(runs: Sequence[Any], result: dict[str, Any] | None, params: Mapping[str, str]) -> str:
-    splits = ("val", "train")
-    params = {**params, **({"a": result["a"], "b": result["b"]} if result and not params.get("a") else {})}
-    form = ('<form class="filters" method="get" action="/compare">'
-            f'<label>A (run:step)<input class="num" name="a" value="{esc(params.get("a", ""))}"></label>'
-            f'<label>B (run:step)<input class="num" name="b" value="{esc(params.get("b", ""))}"></label>'
-            '<label>split<select name="split">' + "".join(
-                f'<option{" selected" if params.get("split", "val") == s else ""}>{s}</option>' for s in splits)
-            + '</select></label><button type="submit">Compare</button></form>')
-    parts = ["<h2>Compare two steps or two runs on the same tasks</h2>", form]
-    if result is None:
-        parts.append('<p class="notice">Pick two sides as RUN:STEP (run 0 is the first RUN_DIR): this run has fewer '
-                     "than two steps that recorded this split.</p>")
-        return page("compare", "".join(parts), run=runs[0] if len(runs) == 1 else None, here="compare", runs=runs)
-    names = {side: _side_name(runs, result[side]) for side in ("a", "b")}
-    parts.append(
-        f'<p id="compare-summary">A = {esc(names["a"])}, B = {esc(names["b"])}, split {esc(result["split"])}: '
-        f'{result["common"]} tasks in common ({result["only_a"]} only in A, {result["only_b"]} only in B). '
-        + (f'Mean reward {result["reward_a"]:.3f} → {result["reward_b"]:.3f}, success '
-           f'{result["success_a"]:.0%} → {result["success_b"]:.0%}; {result["better"]} tasks better, '
-           f'{result["worse"]} worse.' if result["common"] else "") + "</p>")
-    if not result["common"]:
-        parts.append('<p class="notice">No task was recorded on both sides. Validation keeps the same tasks at every '
-                     "evaluation; training steps share tasks once an epoch comes round again.</p>")
-    head = ("<tr><th>task</th><th class=num>A episodes</th><th class=num>A reward</th><th class=num>A success</th>"
-            "<th class=num>B episodes</th><th class=num>B reward</th><th class=num>B success</th>"
-            "<th class=num>Δ reward</th></tr>")
-    body = "".join(_row(runs, result, row) for row in result["tasks"])
-    parts.append(f'<table class="list" id="compare">{head}{body}</table>')
-    return page("compare", "".join(parts), run=runs[0] if len(runs) == 1 else None, here="compare", runs=runs)
+    form = {"a": params.get("a", ""), "b": params.get("b", ""), "split": params.get("split", "val")}
+    if result is not None and not params.get("a"):
+        form.update(a=result["a"], b=result["b"])
+    context: dict[str, Any] = {"form": {key: clip(value, 100) for key, value in form.items()},
+                               "splits": ("val", "train"), "result": result}
+    if result is not None:
+        context["names"] = {side: _side_name(runs, result[side]) for side in ("a", "b")}
+        context["summary"] = {f"{key}_{side}": number(result[f"{key}_{side}"], spec)
+                              for key, spec in (("reward", ".3f"), ("success", ".0%")) for side in "ab"}
+        context["rows"] = [_row(runs, result, row) for row in result["tasks"]]
+    return render("compare.html", title="compare", run=runs[0] if len(runs) == 1 else None, here="compare", runs=runs,
+                  **context)
 
 
 def _side_name(runs: Sequence[Any], label: str) -> str:
@@ -117,15 +104,14 @@ def _side_name(runs: Sequence[Any], label: str) -> str:
     return f"{runs[int(run)].name} step {step}"
 
 
-def _row(runs: Sequence[Any], result: dict[str, Any], row: dict[str, Any]) -> str:
-    cells = []
+def _row(runs: Sequence[Any], result: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    sides = []
     for side in ("a", "b"):
         run, step = result[side].split(":")
-        link = f'{runs[int(run)].base}/?{urlencode({"task": row["task_id"], "step_min": step, "step_max": step})}'
+        where = urlencode({"task": row["task_id"], "step_min": step, "step_max": step})
         data = row[side]
-        cells.append(f'<td class="num"><a href="{esc(link)}">{data["n"]}</a></td>'
-                     f'<td class="num">{data["reward"]:.3f}</td><td class="num">{data["success"]:.0%}</td>')
+        sides.append({"href": f"{runs[int(run)].base}/?{where}", "n": data["n"],
+                      "reward": number(data["reward"], ".3f"), "success": number(data["success"], ".0%")})
     delta = row["delta_reward"]
     colour = "ok" if delta > 1e-9 else ("fail" if delta < -1e-9 else "muted")
-    return (f'<tr><td>{esc(row["task_id"])}</td>{"".join(cells)}'
-            f'<td class="num"><span class="{colour}">{delta:+.3f}</span></td></tr>')
+    return {"task_id": clip(row["task_id"]), "sides": sides, "delta": number(delta, "+.3f"), "colour": colour}

@@ -1,8 +1,9 @@
 """The episode list's filters, sorting and paging, as SQL over an `EpisodeIndex`.
 
 `ListQuery.from_params` reads the request's query string (unknown or malformed values are
-ignored, so a hand-edited URL never fails); `list_episodes` returns one page and the total.
-Sorting is on whitelisted columns only, with the row id as the tie-break, so pages are stable.
+ignored, so a hand-edited URL never fails; a number beyond 64 bits is a ValueError, a 400);
+`list_episodes` returns one page and the total. Sorting is on whitelisted columns only, with the
+row id as the tie-break, so pages are stable.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_plugin_view.bounds import INT64_MAX, MAX_GROUP_SHOWN, check_int64
 from beyondagent_plugin_view.index import EpisodeIndex
 
 SORTS = {"step": "step", "task": "task_id", "origin": "origin", "group": "grp", "score": "score",
@@ -22,6 +24,7 @@ LIST_COLUMNS = ("id", "line", "step", "split", "idx", "grp", "task_id", "origin"
                 "tokens", "trained", "error", "guided", "bad")
 PER_PAGE = 50
 MAX_PER_PAGE = 500
+MAX_PAGE = INT64_MAX // MAX_PER_PAGE  # the row offset of any page fits in 64 bits
 TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
@@ -49,9 +52,10 @@ class ListQuery:
 
         def integer(key: str, default: int | None = None) -> int | None:
             try:
-                return int(text(key))
+                value = int(text(key))
             except ValueError:
                 return default
+            return check_int64(value, f"?{key}=")
 
         sort = text("sort")
         return cls(split=text("split"), step_min=integer("step_min"), step_max=integer("step_max"),
@@ -60,7 +64,7 @@ class ListQuery:
                    error=text("error") if text("error") in ("0", "1") else "",
                    guided=text("guided") if text("guided") in ("0", "1") else "",
                    q=text("q"), sort=sort if sort in SORTS else "line", desc=text("desc") == "1",
-                   page=max(1, integer("page", 1) or 1),
+                   page=min(MAX_PAGE, max(1, integer("page", 1) or 1)),
                    per_page=min(MAX_PER_PAGE, max(1, integer("per_page", PER_PAGE) or PER_PAGE)))
 
     def params(self, **changes: Any) -> dict[str, str]:
@@ -126,9 +130,11 @@ def list_episodes(index: EpisodeIndex, query: ListQuery) -> tuple[list[dict[str,
     return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows], total
 
 
-def group_rows(index: EpisodeIndex, step: int, split: str, group: str) -> list[dict[str, Any]]:
+def group_rows(index: EpisodeIndex, step: int, split: str, group: str,
+               limit: int = MAX_GROUP_SHOWN + 1) -> list[dict[str, Any]]:
+    """The episodes of one group (at most `limit`: a page shows MAX_GROUP_SHOWN and says there are more)."""
     rows = index.query(f"SELECT {', '.join(LIST_COLUMNS)} FROM episodes WHERE step = ? AND split = ? AND grp = ? "
-                       "ORDER BY idx, id", (step, split, group))
+                       "ORDER BY idx, id LIMIT ?", (step, split, group, limit))
     return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in rows]
 
 
@@ -151,4 +157,4 @@ def summary(index: EpisodeIndex) -> dict[str, Any]:
 
     count, bad, first, last = index.memo("summary", compute)
     return {"episodes": count, "bad_lines": bad, "first_step": first, "last_step": last,
-            "torn_bytes": index.torn_bytes, "fts": index.fts}
+            "torn_bytes": index.torn_bytes, "fts": index.fts, "problem": index.problem}

@@ -80,3 +80,9 @@ def _bound(value: float) -> str:
 
 PORT = number(int, ge=0, le=65535)
 SEED = number(int, ge=0, le=SEED_MAX)
+
+
+def add_profile_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", metavar="NAME", default=None,
+                        help="merge the spec's `profiles.NAME` block over it first (e.g. smollm2: the example "
+                             "with the real model); overrides still win")

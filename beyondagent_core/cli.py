@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from beyondagent_core import __version__
+from beyondagent_core.arguments import add_profile_option
 from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError, PluginError
 from beyondagent_core.eval.command import add_eval_parser, run_eval_command
@@ -58,6 +59,7 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
                          help="dot-list overrides, e.g. mixture.synthetic_ratio=2")
         sub.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
                          help="a malformed task record: fail (default) or skip it (counted and logged)")
+        add_profile_option(sub)
         return sub
 
     run = spec_command("run", "Run a spec: load tasks, explore, mix, train.")
@@ -220,7 +222,7 @@ def print_error(exc: BeyondAgentError, *, verbose: bool) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from beyondagent_core import pipeline
 
-    session = pipeline.prepare(args.spec, args.overrides)
+    session = pipeline.prepare(args.spec, args.overrides, profile=args.profile)
     configure_logging(verbose=args.verbose, level=session.spec.logging.level)
     if args.dry_run:
         print_plan(pipeline.plan(session, on_bad_record=args.on_bad_record))
@@ -255,7 +257,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_explore(args: argparse.Namespace) -> int:
     from beyondagent_core import pipeline
 
-    session = pipeline.prepare(args.spec, args.overrides)
+    session = pipeline.prepare(args.spec, args.overrides, profile=args.profile)
     configure_logging(verbose=args.verbose, level=session.spec.logging.level)
     report = pipeline.explore_only(session, on_bad_record=args.on_bad_record, force=args.force, show_progress=True)
     print_exploration(report)
@@ -300,7 +302,7 @@ def print_exploration(report: Any) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from beyondagent_core import pipeline
 
-    session = pipeline.prepare(args.spec, args.overrides)
+    session = pipeline.prepare(args.spec, args.overrides, profile=args.profile)
     print(f"{args.spec}: ok")
     print(session.spec.redacted_yaml(), end="")
     return 0

@@ -2,7 +2,8 @@
 
 Events are key-value: `log.info("explore.finished", seed="t1", tasks=3)`. The same event goes
 to the console (stderr) and, once a run directory exists, to `<run_dir>/events.jsonl`, so
-nothing is printed twice in two formats.
+nothing is printed twice in two formats; there each line carries the run's `run_id`, and the
+file keeps the last runs only (`events.py`).
 
 structlog (with rich, which its console renderer uses) takes ~85 ms to import, more than half
 of what `beyondagent plugins` or `--version` needs in all. So modules get their logger from
@@ -21,6 +22,7 @@ from typing import Any, TextIO
 from beyondagent_core.secrets import redact_event
 
 _events_file: TextIO | None = None
+_run_id: str | None = None  # of the run whose events go to `_events_file`
 _pending: dict[str, Any] | None = None  # configure_logging's settings, while structlog is not imported
 
 
@@ -72,6 +74,7 @@ def _write_json_line(logger: Any, method: str, event: dict[str, Any]) -> dict[st
         import structlog
 
         record = redact_event(logger, method, structlog.processors.format_exc_info(logger, method, dict(event)))
+        record = {"run_id": _run_id, **record}  # first: `events.py` reads it without parsing the line
         _events_file.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         _events_file.flush()
     return event
@@ -129,16 +132,24 @@ def _configure(*, verbose: bool, level: str) -> None:
     )
 
 
-def log_events_to(path: Path | None) -> None:
-    """Also append every event as JSON to `path` (None stops it)."""
-    global _events_file
+def log_events_to(path: Path | None, *, run_id: str | None = None) -> str | None:
+    """Also append every event as JSON to `path` (None stops it), each line tagged with `run_id`
+    (a new one by default), after dropping all but the last runs' lines; returns the run id."""
+    global _events_file, _run_id
     if _events_file is not None:
         _events_file.close()
         _events_file = None
-    if path is not None:
-        _ensure_json_lines_processor()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _events_file = path.open("a", encoding="utf-8")
+    if path is None:
+        _run_id = None
+        return None
+    from beyondagent_core.events import KEEP_RUNS, keep_last_runs, new_run_id
+
+    _ensure_json_lines_processor()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keep_last_runs(path, KEEP_RUNS - 1)  # this run is the last one
+    _run_id = run_id or new_run_id()
+    _events_file = path.open("a", encoding="utf-8")
+    return _run_id
 
 
 def _ensure_json_lines_processor() -> None:

@@ -50,9 +50,10 @@ class Session:
 
 
 def prepare(spec_path: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
-            manager: PluginManager | None = None) -> Session:
-    """Read the spec, load plugins (honouring `plugins.disable`), check `plugins.require`, validate."""
-    raw = load_spec_file(spec_path, overrides)
+            manager: PluginManager | None = None, profile: str | None = None) -> Session:
+    """Read the spec (its `profile` applied), load plugins (honouring `plugins.disable`), check
+    `plugins.require`, validate."""
+    raw = load_spec_file(spec_path, overrides, profile=profile)
     plugins = structured(PluginsSection, raw.data.get("plugins") or {}, "plugins", str(spec_path))
     if manager is None:
         manager = PluginManager(Switches.from_environment(extra_disabled=plugins.disable))
@@ -236,7 +237,7 @@ def exploration_executor(context: RunContext) -> Any:
             run_dir=str(context.run_dir), workers=block.workers, actors=block.ray_actors,
             num_cpus=block.ray_num_cpus, address=block.ray_address)
     return LocalExecutor(context.build("explore"), context.build("explore.summarizer"), context.env_factory(),
-                         context.chat_llm())
+                         context.chat_llm(), describe=context.describe)
 
 
 def exploration_settings(spec: Spec) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from beyondagent_core.registry import Registration, Registry
 from beyondagent_core.secrets import MASK, is_secret_key, redact_value, remember
 
 REDACTED = MASK
+PROFILES_KEY = "profiles"  # named partial specs, merged over the spec by `--profile NAME`
 POLICY_LLM = "policy"
 PLUGIN_SETTINGS = "plugins.settings."  # a URL in a plugin's settings is a notifier's webhook: a secret
 
@@ -55,6 +56,7 @@ class RunSection:
     name: str = attrs.field(default="run", validator=_check_run_name)
     output_dir: str = "runs"
     seed: int = 0
+    profile: str | None = None  # the profile `--profile` applied (set by the loader, for the record)
 
 
 @attrs.define
@@ -307,8 +309,9 @@ class RawSpec:
     secrets: frozenset[str]
 
 
-def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> RawSpec:
-    """Read a YAML spec, apply dot-list overrides and resolve `${...}` interpolations."""
+def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = (), *,
+                   profile: str | None = None) -> RawSpec:
+    """Read a YAML spec, apply a profile and dot-list overrides, resolve `${...}` interpolations."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file not found: {path}",
@@ -333,10 +336,11 @@ def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
                         hint="fix the YAML at that line (indentation, a missing ':' or quote)") from None
     except oc_errors.OmegaConfBaseException as exc:
         raise SpecError(f"cannot read the spec: {exc.msg}", where=str(path)) from None
-    return parse_spec(config, overrides, path=path)
+    return parse_spec(config, overrides, path=path, profile=profile)
 
 
-def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: Path | None = None) -> RawSpec:
+def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: Path | None = None,
+               profile: str | None = None) -> RawSpec:
     """Like `load_spec_file`, for a spec already in memory (a dict or DictConfig)."""
     where = str(path) if path else "the spec"
     config = data if isinstance(data, DictConfig) else None
@@ -344,16 +348,8 @@ def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: 
         if not isinstance(data, dict):
             raise SpecError(f"the spec must be a mapping of sections, got {type(data).__name__}", where=where)
         config = OmegaConf.create(data)
-    for override in overrides:
-        key, eq, value = override.partition("=")
-        if not eq or not key.strip():
-            raise SpecError(f"override {override!r} is not KEY=VALUE",
-                            hint="write overrides like mixture.synthetic_ratio=2")
-        try:
-            parsed = _load_yaml(value) if value.strip() else ""
-            OmegaConf.update(config, key.strip(), parsed, merge=True, force_add=True)
-        except (yaml.YAMLError, oc_errors.OmegaConfBaseException) as exc:
-            raise SpecError(f"cannot apply override {override!r}: {_first_line(exc)}") from None
+    config = apply_profile(config, profile, where)
+    _apply_overrides(config, overrides)
     secrets = frozenset(_secret_paths(OmegaConf.to_container(config, resolve=False), ""))
     try:
         resolved = OmegaConf.to_container(config, resolve=True, throw_on_missing=False)
@@ -367,6 +363,47 @@ def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: 
     for key_path in secrets:  # their values never reach a log, an event or a printed error
         remember(_value_at(resolved, key_path))
     return RawSpec(path=path, data=resolved, secrets=secrets)
+
+
+def apply_profile(config: DictConfig, profile: str | None, where: str) -> DictConfig:
+    """The spec with its `profiles.<profile>` block merged over it (`--profile NAME`).
+
+    A spec's `profiles:` section holds named partial specs, e.g. the settings its example needs
+    with a real model instead of `tiny`. It is removed from the spec either way; the applied
+    profile's name is kept as `run.profile`, for the record. Overrides apply after the profile.
+    """
+    profiles = config.pop(PROFILES_KEY, None) if PROFILES_KEY in config else None
+    if profile is None:
+        return config
+    available = sorted(profiles) if isinstance(profiles, DictConfig) else []
+    if profile not in available:
+        defined = f"this spec defines {', '.join(available)}" if available else "this spec has no `profiles:` section"
+        raise SpecError(f"profile {profile!r} is not defined; {defined}", where=f"{where}, key {PROFILES_KEY}",
+                        hint="pick a defined profile, or add `profiles: {NAME: {section: {key: value}}}` to the spec")
+    block = profiles[profile]
+    if not isinstance(block, DictConfig):
+        raise SpecError(f"profile {profile!r} must be a mapping of sections (a partial spec)",
+                        where=f"{where}, key {PROFILES_KEY}.{profile}")
+    try:
+        merged = OmegaConf.merge(config, block)
+    except oc_errors.OmegaConfBaseException as exc:
+        raise SpecError(f"cannot apply profile {profile!r}: {_first_line(exc)}",
+                        where=f"{where}, key {PROFILES_KEY}.{profile}") from None
+    OmegaConf.update(merged, "run.profile", profile, force_add=True)
+    return merged
+
+
+def _apply_overrides(config: DictConfig, overrides: list[str] | tuple[str, ...]) -> None:
+    for override in overrides:
+        key, eq, value = override.partition("=")
+        if not eq or not key.strip():
+            raise SpecError(f"override {override!r} is not KEY=VALUE",
+                            hint="write overrides like mixture.synthetic_ratio=2")
+        try:
+            parsed = _load_yaml(value) if value.strip() else ""
+            OmegaConf.update(config, key.strip(), parsed, merge=True, force_add=True)
+        except (yaml.YAMLError, oc_errors.OmegaConfBaseException) as exc:
+            raise SpecError(f"cannot apply override {override!r}: {_first_line(exc)}") from None
 
 
 # --- validation ------------------------------------------------------------------------------

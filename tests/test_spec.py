@@ -150,7 +150,7 @@ def test_a_bad_env_service_fails_at_validation(registry: Registry) -> None:
 def test_defaults_are_filled_into_resolved(registry: Registry) -> None:
     spec = validate(registry, base_spec())
     resolved = spec.resolved
-    assert resolved["run"] == {"name": "run", "output_dir": "runs", "seed": 0}
+    assert resolved["run"] == {"name": "run", "output_dir": "runs", "seed": 0, "profile": None}
     assert resolved["model"] == {"path": "tiny", "tokenizer": None, "dtype": "auto"}
     assert resolved["algorithm"]["group_size"] == 8
     assert resolved["algorithm"]["clip_ratio"] == 0.2
@@ -233,6 +233,50 @@ def test_override_wins_over_the_file_and_does_not_touch_the_input(registry: Regi
     raw = parse_spec(data, ["run.seed=4"])
     assert raw.data["run"]["seed"] == 4
     assert data["run"]["seed"] == 3
+
+
+def test_a_profile_is_merged_over_the_spec_and_overrides_win(registry: Registry) -> None:
+    data = with_(run={"seed": 3}, model={"path": "tiny", "dtype": "float32"},
+                 profiles={"real": {"model": {"path": "smollm2-135m-instruct"}, "run": {"seed": 5},
+                                    "mixture": {"retry": {"attempts": 9}}}})
+    spec = validate_spec(parse_spec(data, ["run.seed=7"], profile="real"), registry)
+    assert spec.model.path == "smollm2-135m-instruct" and spec.model.dtype == "float32"  # merged, not replaced
+    assert spec.run.seed == 7 and spec.run.profile == "real"  # the override wins; the profile is recorded
+    assert spec.component("mixture").config.retry == RetryConfig(attempts=9, backoff_s=0.5)
+    assert "profiles" not in spec.resolved
+    assert "profiles" in data  # the input is not touched
+
+
+def test_without_a_profile_the_profiles_section_is_ignored(registry: Registry) -> None:
+    spec = validate(registry, with_(profiles={"real": {"model": {"path": "elsewhere"}}}))
+    assert spec.model.path == "tiny" and spec.run.profile is None and "profiles" not in spec.resolved
+
+
+def test_an_unknown_profile_names_the_defined_ones() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_spec(with_(profiles={"real": {}, "gpu": {}}), profile="smollm")
+    assert info.value.message == "profile 'smollm' is not defined; this spec defines gpu, real"
+    assert info.value.where.endswith("key profiles")
+    with pytest.raises(SpecError) as info:
+        parse_spec(base_spec(), profile="real")
+    assert "this spec has no `profiles:` section" in info.value.message
+    with pytest.raises(SpecError) as info:
+        parse_spec(with_(profiles={"real": [1, 2]}), profile="real")
+    assert "must be a mapping of sections" in info.value.message and info.value.where.endswith("profiles.real")
+
+
+def test_every_example_profile_validates(registry: Registry) -> None:
+    """The examples' profiles (the real-model settings) select keys that exist: checked by the
+    examples' own tests with every plugin loaded; here, that each one at least merges."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    found = 0
+    for path in sorted(examples.glob("*.yaml")):
+        profiles = (yaml.safe_load(path.read_text()) or {}).get("profiles") or {}
+        for name in profiles:
+            raw = load_spec_file(path, profile=name)
+            assert raw.data["run"]["profile"] == name and "profiles" not in raw.data
+            found += 1
+    assert found >= 1
 
 
 def test_override_with_null_and_empty_value(registry: Registry) -> None:
@@ -339,7 +383,7 @@ def test_unknown_top_level_section(registry: Registry) -> None:
 def test_unknown_key_in_a_core_section(registry: Registry) -> None:
     error = spec_error(registry, with_(run={"seeed": 1}))
     assert error.message == "unknown key run.seeed; did you mean run.seed?"
-    assert error.hint == "valid keys under run: name, output_dir, seed"
+    assert error.hint == "valid keys under run: name, output_dir, profile, seed"
 
 
 def test_unknown_key_under_tasks(registry: Registry) -> None:

@@ -10,7 +10,7 @@ import argparse
 import json
 from typing import Any
 
-from beyondagent_core.arguments import SEED, number
+from beyondagent_core.arguments import SEED, add_profile_option, number
 from beyondagent_core.eval.settings import CONCURRENCY_MAX, K_MAX, LIMIT_MAX, SPLITS, TEMPERATURE_MAX
 
 
@@ -39,6 +39,7 @@ def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     parser.add_argument("--seed", type=SEED, default=0, help="the bootstrap's seed (default 0)")
     parser.add_argument("--out", help="where to write (default: the run directory's eval/<split>-k<k>-<hash>)")
     parser.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
+    add_profile_option(parser)
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
@@ -54,7 +55,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
     manager = None
     if args.checkpoint:
         # The installed backends recognise their own checkpoint formats: load the plugins first.
-        plugins = pipeline.prepare(args.spec, overrides)
+        plugins = pipeline.prepare(args.spec, overrides, profile=args.profile)
         manager = plugins.manager
         found = evaluation.resolve_checkpoint(args.checkpoint, merge=not args.dry_run,
                                               registry=plugins.registry).resolve()
@@ -66,7 +67,7 @@ def run_eval_command(args: argparse.Namespace) -> int:
                                        where="--base-url", hint="e.g. --base-url http://127.0.0.1:8000/v1")
         model = evaluation.ModelChoice(endpoint=LLMConfig(model=args.model, base_url=args.base_url,
                                                           api_key_env=args.api_key_env))
-    session = pipeline.prepare(args.spec, overrides, manager=manager)
+    session = pipeline.prepare(args.spec, overrides, manager=manager, profile=args.profile)
     configure_logging(verbose=args.verbose, level=session.spec.logging.level)
     out = Path(args.out) if args.out else evaluation.eval_dir(session, settings, model)
     if args.dry_run:

@@ -65,15 +65,18 @@ class ModelChoice:
 
 def resolve_checkpoint(path: str | Path, *, merge: bool = True, registry: Any = None) -> Path:
     """The model directory `path` means: itself, its `model/`, or a run's newest checkpoint; for a
-    checkpoint in a backend's own format (verl's), the HF directory that backend makes of it
-    (`backend_checkpoint`: merged now, once, unless `merge` is False)."""
+    checkpoint in a backend's own format (verl's) or a model name a backend knows (the torch
+    plugin's `tiny` and known models), the HF directory that backend makes of it
+    (`backend_checkpoint`: merged or fetched now, once, unless `merge` is False)."""
     root = Path(path)
-    if not root.exists():
-        raise EvalError(f"checkpoint {root} does not exist", where="--checkpoint",
-                        hint="pass a model directory (with config.json), a checkpoint or a run directory")
+    # a backend's own format, or a model name a backend knows (`smollm2-135m-instruct`, `tiny`)
     converted = backend_checkpoint(root, merge=merge, registry=registry)
     if converted is not None:
         return converted
+    if not root.exists():
+        raise EvalError(f"checkpoint {root} does not exist", where="--checkpoint",
+                        hint="pass a model directory (with config.json), a checkpoint, a run directory, or a "
+                             "model name (`beyondagent model list`)")
     if (root / "config.json").is_file():
         return root
     if (root / "model" / "config.json").is_file():

@@ -120,8 +120,11 @@ class ChatScheduler:
         self.stats = GenerationStats()
         self.kv = SessionCache(kv_cache_tokens)
         # A prefill needs the logits of its last position only: not [rows, prompt, vocab] of them.
-        accepts = "logits_to_keep" in inspect.signature(type(model).forward).parameters
-        self._last_logits_only = {"logits_to_keep": 1} if accepts else {}
+        parameters = inspect.signature(type(model).forward).parameters
+        self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+        # transformers >= 5.2x calls the KV cache `cache` (and warns on every model call that still
+        # says `past_key_values`); older releases know only `past_key_values`
+        self._cache_key = "cache" if "cache" in parameters else "past_key_values"
         self._rows_copyable = True  # the model's KV cache is one whose rows kv_cache.py can copy
         self._active = 0
         self._waiting: list[_Request] = []
@@ -218,7 +221,7 @@ class ChatScheduler:
         self.stats.prefills += 1
         self.stats.requests += len(requests)
         positions = torch.tensor([[len(r.prompt_ids) - 1] for r in requests], device=self.device)
-        new = _Batch(rows, out.past_key_values, attention, positions, out.logits[:, -1, :])
+        new = _Batch(rows, out[self._cache_key], attention, positions, out.logits[:, -1, :])
         if batch is None:
             return new
         layers, new_layers = cache_layers(batch.cache), cache_layers(new.cache)
@@ -254,8 +257,8 @@ class ChatScheduler:
         attention = torch.cat([batch.attention, torch.ones_like(batch.attention[:, :1])], dim=1)
         positions = batch.positions + 1
         out = self.model(input_ids=chosen[:, None], attention_mask=attention, position_ids=positions,
-                         past_key_values=batch.cache, use_cache=True)
-        return _Batch(batch.rows, out.past_key_values, attention, positions, out.logits[:, -1, :])
+                         use_cache=True, **{self._cache_key: batch.cache})
+        return _Batch(batch.rows, out[self._cache_key], attention, positions, out.logits[:, -1, :])
 
     def _select(self, batch: _Batch, keep: torch.Tensor) -> _Batch:
         """The batch with only the rows `keep`, its padding columns that no row uses dropped."""
@@ -329,16 +332,16 @@ class ChatScheduler:
             like = next(p for p in unique_prefixes if p is not None)
             past = make_cache(*stack_prefixes(unique_prefixes, width_cached, like))
         out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
-                         past_key_values=past, use_cache=True, **self._last_logits_only)
+                         use_cache=True, **{self._cache_key: past}, **self._last_logits_only)
         if len(work) == len(batch):
             return out, attention
         index = torch.tensor(rows_of, device=device)
-        layers = cache_layers(out.past_key_values)
+        layers = cache_layers(out[self._cache_key])
         if layers is None:  # a cache this module cannot copy rows of: prefill every row
             self.kv.budget_tokens = 0
             return self._prefill_every_row(batch)
         keys, values = ([t.index_select(0, index) for t in group] for group in layers)
-        out.past_key_values = make_cache(keys, values)
+        out[self._cache_key] = make_cache(keys, values)
         out.logits = out.logits[:, -1:].index_select(0, index)
         return out, attention.index_select(0, index)
 

@@ -19,7 +19,7 @@ import math
 import shutil
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,24 @@ class TorchBackend:
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]:
         return Trainer(self.config, data, run).fit()
+
+    @staticmethod
+    def checkpoint_model(root: Path, *, merge: bool, say: Callable[[str], None]) -> Path | None:
+        """`beyondagent eval --checkpoint NAME`: a model the torch plugin makes (`tiny`, a known model
+        name, a `.gguf` file) as its checkpoint directory, fetched or converted first unless `merge`
+        is False (a dry run: where it would be); None for anything else (a directory: the core's)."""
+        from beyondagent_plugin_torch.known_models import KNOWN_MODELS
+        from beyondagent_plugin_torch.models import TINY, resolve_model_path
+
+        name = str(root)
+        if name not in KNOWN_MODELS and name != TINY and not (root.suffix.lower() == ".gguf" and root.is_file()):
+            return None
+        if not merge and name in KNOWN_MODELS:
+            from beyondagent_plugin_torch.model_fetch import fetched_dir
+
+            return fetched_dir(name)
+        say(f"preparing {name} (fetched or converted once, then cached)")
+        return Path(resolve_model_path(name, where="--checkpoint"))
 
     def check_resume(self, run_dir: Path, spec: Spec) -> None:
         """Refuse a `--resume` with no checkpoint or a changed spec, before the run dir is touched."""

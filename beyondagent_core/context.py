@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from beyondagent_core.blame import Built
 from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import PluginError, RunError, SpecError
 from beyondagent_core.judging import JudgeSelector, check_judge
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
         Workflow,
     )
     from beyondagent_core.runtime.episodes import EpisodeRunner
-    from beyondagent_core.spec import Spec
+    from beyondagent_core.spec import Component, Spec
 
 
 class PolicyProxy:
@@ -76,6 +77,7 @@ class RunContext:
     _judges: JudgeSelector | None = attrs.field(default=None, init=False)
     _registry: Registry | None = attrs.field(default=None, init=False)
     _chat_llm: ChatLLM | None = attrs.field(default=None, init=False)
+    _built: Built = attrs.field(factory=Built, init=False)  # what it built, to name a failing one
     policy_llm: ChatLLM | None = None
 
     @property
@@ -91,7 +93,7 @@ class RunContext:
         component = self.spec.component(key_path)
         if component is None or component.registration is None:
             return None
-        return self.bound(component.create())
+        return self.bound(self._built.add(component.create(), component))
 
     def bound(self, obj: Any) -> Any:
         """Give `obj` this context if it asks for it (`bind(run)`); returns `obj`."""
@@ -99,6 +101,14 @@ class RunContext:
         if callable(bind):
             bind(self)
         return obj
+
+    def describe(self, obj: Any) -> str:
+        """A component this run built as errors name it (key, kind, name, plugin); else its class."""
+        return self._built.describe(obj)
+
+    def culprit(self, exc: BaseException) -> Component | None:
+        """The component this run built that `exc` was raised in (innermost first), if any."""
+        return self._built.culprit(exc)
 
     def env_opener(self) -> EnvOpener | None:
         """Where episodes get their envs (`env.service`); None when the spec selects no env.
@@ -169,7 +179,7 @@ class RunContext:
             def build(name: str) -> Judge:
                 component = select_component(self.registry, "reward", {"name": name},
                                              key_path=f"judge {name!r} (named by a task)")
-                judge = self.bound(component.create())
+                judge = self.bound(self._built.add(component.create(), component))
                 check_judge(judge, component.described)
                 return judge
 
@@ -182,7 +192,7 @@ class RunContext:
         if component is None or component.registration is None:
             where = f"{self.spec.path or 'the spec'}, key backend.advantage (unset: the default, grpo)"
             component = select_component(self.registry, "advantage", {"name": DEFAULT_ADVANTAGE}, key_path=where)
-        estimator = self.bound(component.create())
+        estimator = self.bound(self._built.add(component.create(), component))
         if not callable(getattr(estimator, "estimate", None)):
             raise PluginError(f"{component.described} built a {type(estimator).__name__} without estimate(batch)",
                               hint="an advantage estimator must define estimate(batch) -> Advantages; "
@@ -196,7 +206,8 @@ class RunContext:
         """
         from beyondagent_core.runtime.episodes import EpisodeRunner
 
-        return EpisodeRunner(workflow=self.workflow(), make_env=self.env_opener(), judge=self.judges())
+        return EpisodeRunner(workflow=self.workflow(), make_env=self.env_opener(), judge=self.judges(),
+                             describe=self.describe)
 
     def chat_llm(self) -> ChatLLM | None:
         """The spec's `llm` (exploring, summarizing, feasibility checks); None when unset.

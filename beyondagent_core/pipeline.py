@@ -32,6 +32,7 @@ from beyondagent_core.spec import (
     structured,
     validate_spec,
 )
+from beyondagent_core.spec_warnings import warn_ignored_settings
 from beyondagent_core.types import Task, count_by_origin
 
 if TYPE_CHECKING:
@@ -60,7 +61,9 @@ def prepare(spec_path: str | Path, overrides: list[str] | tuple[str, ...] = (), 
     manager.load()
     check_requirements(plugins.require, where=f"{spec_path}, key plugins.require")
     registry = Registry(manager)
-    return Session(spec=validate_spec(raw, registry), manager=manager, registry=registry)
+    spec = validate_spec(raw, registry)
+    warn_ignored_settings(raw.data, spec)
+    return Session(spec=spec, manager=manager, registry=registry)
 
 
 @attrs.define
@@ -77,17 +80,28 @@ class Plan:
 
 
 @contextlib.contextmanager
-def guarded(component: Component | None, action: str) -> Iterator[None]:
-    """Turn an unexpected exception inside a component into an error naming it and its plugin."""
+def guarded(component: Component | None, action: str, run: RunContext | None = None) -> Iterator[None]:
+    """Turn an unexpected exception inside a component into an error naming it and its plugin.
+
+    With `run`, an exception raised inside a component the run built for `component` (the
+    store or estimator a backend calls) names that one, and `component` as its caller.
+    """
     try:
         yield
     except BeyondAgentError:
         raise
     except Exception as exc:
         where = component.described if component is not None else None
+        message = f"{action} failed: {type(exc).__name__}: {exc}"
+        hint = "run with -v for the traceback; events.jsonl in the run directory has it too"
+        culprit = run.culprit(exc) if run is not None else None
+        if culprit is not None and culprit is not component and culprit.registration is not None:
+            spec, plugin = culprit.registration.spec, culprit.registration.plugin
+            message = f"{action} failed: {spec.label} {spec.name!r} raised {type(exc).__name__}: {exc}"
+            where = f"{culprit.described}, called by {where}" if where else culprit.described
+            hint += f"; if it is a bug, report it to {plugin.distribution or plugin.name}"
         log.error("component.failed", action=action, where=where, exc_info=True)
-        raise RunError(f"{action} failed: {type(exc).__name__}: {exc}", where=where,
-                       hint="run with -v for the traceback; events.jsonl in the run directory has it too") from exc
+        raise RunError(message, where=where, hint=hint) from exc
 
 
 def load_tasks(spec: Spec, key_path: str, bad: BadRecords) -> list[Task]:
@@ -183,7 +197,8 @@ def _explore(context: RunContext, seeds: list[Task], explorer: Component, *, for
 
     spec, path = context.spec, cache_path(context.spec)
     filters = [(f.name or "?", context.bound(f.create())) for f in spec.filters]
-    with guarded(explorer, "exploration"), exploration_progress(len(seeds) * spec.explore.n, show_progress) as progress:
+    with guarded(explorer, "exploration", context), \
+            exploration_progress(len(seeds) * spec.explore.n, show_progress) as progress:
         result = run_exploration(
             seeds, n=spec.explore.n, workers=spec.explore.workers, filters=filters, cache_path=path,
             executor=exploration_executor(context), settings=exploration_settings(spec), force=force,
@@ -403,7 +418,7 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
             data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)
         log.info("data.ready", original=len(train), synthetic=len(synthetic), val=len(val),
                  skipped_bad_records=bad.count)
-        with guarded(backend, "training"):
+        with guarded(backend, "training", context):
             metrics = trainer.train(data, context) or {}
         status = "ok"
         return metrics

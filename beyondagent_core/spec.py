@@ -216,6 +216,7 @@ SLOTS: tuple[Slot, ...] = (
     Slot("experience", "experience_store", ExperienceBlock, omit_unset=True),
 )
 FILTERS_PATH = "explore.filters"
+SELECTABLE_KINDS: tuple[str, ...] = tuple(sorted({slot.kind for slot in SLOTS} | {"task_filter"}))
 TOP_LEVEL_KEYS: tuple[str, ...] = (
     "run", "model", "tasks", "env", "explore", "mixture", "workflow", "reward", "synthetic_reward", "llm",
     "algorithm", "backend", "experience", "logging", "plugins",
@@ -500,6 +501,12 @@ def _validate_component(slot: Slot, value: Any, registry: Registry, where: str) 
 def select_component(registry: Registry, kind: str, block: dict[str, Any], *,
                      key_path: str = "component", where: str = "the spec") -> Component:
     """Validate one `{name: ..., ...}` block of `kind` outside a full spec (tests, tools)."""
+    if kind not in SELECTABLE_KINDS:
+        close = difflib.get_close_matches(kind, SELECTABLE_KINDS, n=1, cutoff=0.6)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"unknown component kind {kind!r}{guess}; valid kinds: {', '.join(SELECTABLE_KINDS)}",
+                        where=f"select_component(kind={kind!r}), for {key_path}",
+                        hint="pass one of the valid kinds (the `kind` of the hook's record, e.g. ExplorerSpec.kind)")
     block_cls = RequiredNamedBlock
     for slot in SLOTS:
         if slot.kind == kind:

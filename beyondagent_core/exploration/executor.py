@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import attrs
 
 from beyondagent_core.protocols import ChatLLM, EnvOpener, Explorer, Summarizer
+from beyondagent_core.returns import ReturnError, check_exploration, class_name
 from beyondagent_core.types import Task
 
 
@@ -36,12 +37,17 @@ class Executor(Protocol):
 
 @attrs.define
 class LocalExecutor:
-    """Explorations as coroutines in this process (the default `explore.executor: local`)."""
+    """Explorations as coroutines in this process (the default `explore.executor: local`).
+
+    What the explorer and the summarizer return is checked; an error names the component as
+    `describe(component)` puts it (a run's `RunContext.describe`: key, name and plugin).
+    """
 
     explorer: Explorer
     summarizer: Summarizer
     envs: EnvOpener
     llm: ChatLLM | None = None
+    describe: Callable[[Any], str] = class_name
     _start: tuple[dict[str, int], dict[str, int]] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -52,9 +58,10 @@ class LocalExecutor:
         async with contextlib.AsyncExitStack() as stack:
             env = await self.envs.open()
             stack.push_async_callback(env.close)
-            trajectory = await self.explorer.explore(seed, env, self.llm, **extra)
+            trajectory = check_exploration(await self.explorer.explore(seed, env, self.llm, **extra),
+                                           who=self.describe(self.explorer))
         candidates = await self.summarizer.summarize(seed, trajectory, list(known), self.llm)
-        _check_candidates(self.summarizer, candidates)
+        _check_candidates(self.describe(self.summarizer), candidates)
         return candidates
 
     async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -64,11 +71,9 @@ class LocalExecutor:
         """The env opener and LLM belong to the caller."""
 
 
-def _check_candidates(summarizer: Summarizer, candidates: object) -> None:
+def _check_candidates(who: str, candidates: object) -> None:
     if not isinstance(candidates, list) or not all(isinstance(t, Task) for t in candidates):
-        raise TypeError(
-            f"{type(summarizer).__name__}.summarize() must return a list of Task, got {candidates!r:.80}"
-        )
+        raise ReturnError(f"{who}: summarize() returned {candidates!r:.80}; expected a list of Task")
 
 
 def _takes_index(explorer: Explorer) -> bool:

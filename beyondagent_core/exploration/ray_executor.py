@@ -41,7 +41,7 @@ class ExplorationActor:
         info = RunInfo(name=spec.run.name, run_dir=Path(run_dir), seed=spec.run.seed, spec={})
         self.run = RunContext(spec=spec, info=info, manager=manager)
         self.executor = LocalExecutor(self.run.build("explore"), self.run.build("explore.summarizer"),
-                                      self.run.env_factory(), self.run.chat_llm())
+                                      self.run.env_factory(), self.run.chat_llm(), describe=self.run.describe)
 
     async def explore(self, seed: dict[str, Any], known: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
         candidates = await self.executor.explore(Task.from_dict(seed), [Task.from_dict(t) for t in known], index)

@@ -24,6 +24,7 @@ from beyondagent_core.judging import (
 )
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
+from beyondagent_core.returns import check_trajectory, class_name
 from beyondagent_core.secrets import redact
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
@@ -37,12 +38,14 @@ class EpisodeRunner:
     `make_env` is the run's `EnvOpener` (a plain function returning a sync `Env` is run
     in-process), or None for workflows that need no env (they get `env=None`). `judge` is one
     judge for every task or a `JudgeSelector`; without one, the reward is the one the workflow
-    set (the react workflow asks the env's `evaluate()`).
+    set (the react workflow asks the env's `evaluate()`). What the workflow returns is checked
+    (a `Trajectory` of `Turn`s); `describe` names it in the episode's error (the run's key and plugin).
     """
 
     workflow: Workflow
     make_env: EnvOpener | Callable[[], Env] | None = attrs.field(converter=as_opener)
     judge: Judge | JudgeSelector | None = attrs.field(default=None, converter=as_selector)
+    describe: Callable[[Any], str] = class_name
 
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory:
         started = time.perf_counter()
@@ -75,10 +78,7 @@ class EpisodeRunner:
         return trajectory
 
     def _checked(self, trajectory: object) -> Trajectory:
-        if not isinstance(trajectory, Trajectory):
-            raise TypeError(f"{type(self.workflow).__name__}.run() returned {type(trajectory).__name__}, "
-                            "not Trajectory")
-        return trajectory
+        return check_trajectory(trajectory, who=self.describe(self.workflow), method="run")
 
 
 class RecordingLLM:

@@ -13,6 +13,7 @@ An explorer's `metrics["achieved"]` (optional: what the `hindsight` summarizer r
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -31,6 +32,14 @@ def class_name(obj: Any) -> str:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+async def awaited(value: Any, *, who: str, method: str) -> Any:
+    """Await what an async method returned; a sync one's plain return is a `ReturnError` naming `who`."""
+    if not inspect.isawaitable(value):
+        raise ReturnError(f"{who}: {method}() returned {type(value).__name__} instead of a coroutine; "
+                          f"define it as `async def {method}(...)`")
+    return await value
 
 
 def check_trajectory(value: Any, *, who: str, method: str) -> Trajectory:

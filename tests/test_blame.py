@@ -79,6 +79,16 @@ class DictTurns:
         return Trajectory(task=task, turns=[{"role": "user", "content": "hi"}], reward=Reward(1.0))
 
 
+class SyncRun:
+    """A workflow whose `run` is not async."""
+
+    def __init__(self, config):
+        pass
+
+    def run(self, task, env, llm):
+        return Trajectory(task=task, reward=Reward(1.0))
+
+
 class Learner:
     def __init__(self, config: LearnerConfig):
         self.config = config
@@ -112,7 +122,7 @@ class Parts:
 
     @hookimpl
     def beyondagent_workflows(self):
-        return [WorkflowSpec(name="dict_turns", factory=DictTurns)]
+        return [WorkflowSpec(name="dict_turns", factory=DictTurns), WorkflowSpec(name="sync_run", factory=SyncRun)]
 
 
 @pytest.fixture
@@ -153,3 +163,9 @@ def test_a_workflow_returning_message_dicts_names_itself_and_the_expected_type(r
     metrics = run_spec(spec, "backend.calls=workflow").metrics
     assert metrics["error"].startswith(f"ReturnError: workflow (workflow 'dict_turns' from {PROVIDER}): run() "
                                        "returned turns[0] = {'role': 'user', 'content': 'hi'} (dict); expected a Turn")
+
+
+def test_a_sync_workflow_is_named_and_told_to_be_async(run_spec, spec) -> None:
+    metrics = run_spec(spec, "backend.calls=workflow", "workflow.name=sync_run").metrics
+    assert metrics["error"] == (f"ReturnError: workflow (workflow 'sync_run' from {PROVIDER}): run() returned "
+                                "Trajectory instead of a coroutine; define it as `async def run(...)`")

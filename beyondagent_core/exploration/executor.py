@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import attrs
 
 from beyondagent_core.protocols import ChatLLM, EnvOpener, Explorer, Summarizer
-from beyondagent_core.returns import ReturnError, check_exploration, class_name
+from beyondagent_core.returns import ReturnError, awaited, check_exploration, class_name
 from beyondagent_core.types import Task
 
 
@@ -58,10 +58,13 @@ class LocalExecutor:
         async with contextlib.AsyncExitStack() as stack:
             env = await self.envs.open()
             stack.push_async_callback(env.close)
-            trajectory = check_exploration(await self.explorer.explore(seed, env, self.llm, **extra),
-                                           who=self.describe(self.explorer))
-        candidates = await self.summarizer.summarize(seed, trajectory, list(known), self.llm)
-        _check_candidates(self.describe(self.summarizer), candidates)
+            explorer = self.describe(self.explorer)
+            explored = await awaited(self.explorer.explore(seed, env, self.llm, **extra), who=explorer, method="explore")
+            trajectory = check_exploration(explored, who=explorer)
+        summarizer = self.describe(self.summarizer)
+        candidates = await awaited(self.summarizer.summarize(seed, trajectory, list(known), self.llm), who=summarizer,
+                                   method="summarize")
+        _check_candidates(summarizer, candidates)
         return candidates
 
     async def tallies(self) -> tuple[dict[str, int], dict[str, int]]:

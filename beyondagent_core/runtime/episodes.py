@@ -24,7 +24,7 @@ from beyondagent_core.judging import (
 )
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
-from beyondagent_core.returns import check_trajectory, class_name
+from beyondagent_core.returns import awaited, check_trajectory, class_name
 from beyondagent_core.secrets import redact
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
@@ -65,20 +65,22 @@ class EpisodeRunner:
     async def _run(self, task: Task, llm: ChatLLM) -> Trajectory:
         judge = self.judge.for_task(task)
         if self.make_env is None:
-            trajectory = self._checked(await self.workflow.run(task, None, llm))
+            trajectory = await self._run_workflow(task, None, llm)
         else:
             async with contextlib.AsyncExitStack() as stack:
                 env = await self.make_env.open()
                 stack.push_async_callback(env.close)
-                trajectory = self._checked(await self.workflow.run(task, env, llm))
+                trajectory = await self._run_workflow(task, env, llm)
                 await score_episode(judge, task, trajectory, env)
         await score_after(judge, task, trajectory)
         if not isinstance(trajectory.reward, Reward):
             raise TypeError("the episode has no Reward: the workflow set none and no `reward` judge is configured")
         return trajectory
 
-    def _checked(self, trajectory: object) -> Trajectory:
-        return check_trajectory(trajectory, who=self.describe(self.workflow), method="run")
+    async def _run_workflow(self, task: Task, env: Any, llm: ChatLLM) -> Trajectory:
+        who = self.describe(self.workflow)
+        return check_trajectory(await awaited(self.workflow.run(task, env, llm), who=who, method="run"), who=who,
+                                method="run")
 
 
 class RecordingLLM:

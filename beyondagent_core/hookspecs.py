@@ -126,7 +126,10 @@ def beyondagent_explorers() -> list[ExplorerSpec]:
     """Return the exploration strategies this plugin provides (the spec's `explore.name`).
 
     `factory(config)` returns an `Explorer`: `async explore(seed, env, llm) -> Trajectory`,
-    acting in the seed task's initial state to map the environment, not to solve the task.
+    acting in the seed task's initial state to map the environment, not to solve the task. The
+    trajectory's `task` is the seed, its assistant turns the actions, and its optional
+    `metrics["achieved"]` lists `{"step": i, "goals": [...]}` with `i` counting actions from 1
+    (docs/writing-a-plugin.md, "Explorers"; `testing.explorer_contract` checks it).
 
     Example::
 
@@ -250,6 +253,8 @@ def beyondagent_experience_stores() -> list[ExperienceStoreSpec]:
 
     `factory(config)` returns an `ExperienceStore`: `add(experiences)`, `retrieve(task, k)`,
     `async summarize(trajectories, step=...)`, `stats()`, `close()` (`beyondagent_core.protocols`).
+    A store must persist what it was given (a new store from the same config finds it); one that
+    defines `bind(run)` gets the run (its directory, name, `llm`) right after it is built.
     """
 
 

@@ -169,7 +169,13 @@ class Workflow(Protocol):
 
 @runtime_checkable
 class Explorer(Protocol):
-    """Explores an environment from a seed task's initial state, without solving it."""
+    """Explores an environment from a seed task's initial state, without solving it.
+
+    Returns the `Trajectory`: `task` the seed (unchanged), turns the reset messages, then each
+    action (an assistant turn) and its observation; `metrics["achieved"]` (optional, what the
+    `hindsight` summarizer reads) is `[{"step": i, "goals": [{"query", "goal"}, ...]}, ...]` with
+    `i` the actions taken so far, counted from 1. Checked by `beyondagent_core.returns`.
+    """
 
     async def explore(self, seed: Task, env: AsyncEnv, llm: ChatLLM | None) -> Trajectory: ...
 
@@ -242,7 +248,10 @@ class ExperienceStore(Protocol):
 
     `add` returns how many were new (near-identical ones are deduplicated); `retrieve` the `k`
     most relevant to `task`, best first; `summarize` turns finished trajectories into new
-    experiences (it does not add them); `stats` counts for the run's metrics.
+    experiences (it does not add them); `stats` counts for the run's metrics. A store must
+    persist: a new store built from the same config (another process, a later run) finds what
+    was added. A store may define `bind(run)`: it is then given the run (`run.run_dir`,
+    `run.info.name`, `run.chat_llm()`) right after it is built, before any other call.
     """
 
     def add(self, experiences: Sequence[Experience]) -> int: ...

@@ -12,7 +12,8 @@ in a conftest. Fixtures:
 - `openai_server`: a started `ScriptedOpenAIServer` on loopback (an OpenAI-compatible stand-in for
   a hosted LLM, `beyondagent_core.testing.openai_server`); script it with `push(...)`.
 
-Contract suites to subclass live in `beyondagent_core.testing.contracts`.
+Contract suites to subclass live in `beyondagent_core.testing.contracts` (task sources, mixers,
+envs, judges), `explorer_contract`, `advantage_contract` and `experience_contract`.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ the suite builds it through the registry, so the registration, the config class 
 factory are all exercised. Inline plugins can be registered in an autouse fixture with
 `register_plugin`. `EnvContract` also needs the fixture `tasks` (a few tasks the env can reset
 on); `JudgeContract` the fixture `cases` (`(task, trajectory)` pairs, one rewarded, one not).
-Advantage estimators and experience stores have their suites in `advantage_contract` and
-`experience_contract`.
+Explorers, advantage estimators and experience stores have their suites in `explorer_contract`,
+`advantage_contract` and `experience_contract`.
 """
 
 from __future__ import annotations

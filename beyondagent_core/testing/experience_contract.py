@@ -9,9 +9,10 @@
             return {"name": "experience", "path": str(tmp_path / "x.sqlite")}
 
 `implementation` is the spec's `experience` block (the store must work without a run: give it a
-path). Checked: what is added comes back, duplicates are kept once, retrieval prefers the
-relevant record and honours `k`, records outlive the store object, `summarize` returns
-`Experience` records without adding them, `stats` are numbers.
+path; in a run, `bind(run)` is called first when the store defines it). Checked: what is added
+comes back, duplicates are kept once, retrieval prefers the relevant record and honours `k`,
+records persist (a new store from the same config finds them: a store must persist), `summarize`
+returns `Experience` records without adding them, `stats` are numbers.
 """
 
 from __future__ import annotations

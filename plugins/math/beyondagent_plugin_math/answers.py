@@ -181,7 +181,7 @@ def _after_last_marker(text: str) -> str | None:
 
 
 def _bare(text: str) -> str | None:
-    """The whole reply, when it is only a number or an arithmetic expression (rule 5)."""
+    """The whole reply, when it is only a number or an arithmetic expression (rule 4)."""
     reply = _strip_markup(text.strip().rstrip("."))
     for opening, closing in _DELIMITED:
         if reply.startswith(opening) and reply.endswith(closing) and len(reply) > len(opening) + len(closing):

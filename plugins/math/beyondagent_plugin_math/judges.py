@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
-from beyondagent_plugin_math.answers import extract_answer, last_boxed
+from beyondagent_plugin_math.answers import extract_answer, last_boxed, prose
 from beyondagent_plugin_math.config import MathAnswerConfig, MathFormatConfig
 from beyondagent_plugin_math.grading import grade
 from beyondagent_plugin_math.verify_worker import shared_worker
@@ -73,7 +73,7 @@ class MathFormatJudge:
     async def score(self, task: Task, trajectory: Trajectory) -> Reward:
         text = final_answer_text(trajectory)
         if self.config.require_boxed:
-            answer = last_boxed(text)
+            answer = last_boxed(prose(text))  # a box inside code is not the answer
             found = bool(answer)
         else:
             extracted = extract_answer(text)

@@ -1,4 +1,5 @@
-"""Guided rollouts at token level (beyondagent_core.runtime.guidance), with the tiny model's real tokenizer.
+"""Guided rollouts at token level (beyondagent_core.runtime.guidance), with real tokenizers: the tiny
+model's and the real model's (SmolLM2-135M-Instruct, fetched once into the user's cache).
 
 A guided episode's policy sees the experience in the task message on every turn (the token sequence
 accepts it: no earlier message ever changes); the trajectory the workflow records has none of it;
@@ -28,12 +29,14 @@ from beyondagent_core.types import Task, Trajectory, Turn
 LESSONS = [Experience(text="Go right first, then down."), Experience(text="Avoid the hole in the middle.")]
 
 
-@pytest.fixture(scope="module")
-def template() -> ChatTemplate:
+@pytest.fixture(scope="module", params=["tiny", "smollm2"])
+def template(request: pytest.FixtureRequest) -> ChatTemplate:
     tiny = pytest.importorskip("beyondagent_plugin_torch.tiny")
+    from beyondagent_plugin_torch.testing import real_model_dir
     from transformers import AutoTokenizer
 
-    return ChatTemplate(AutoTokenizer.from_pretrained(tiny.tiny_model_dir()))
+    directory = tiny.tiny_model_dir() if request.param == "tiny" else real_model_dir()
+    return ChatTemplate(AutoTokenizer.from_pretrained(directory))
 
 
 class ScriptedPolicy:

@@ -3,8 +3,9 @@
 Each `chat(messages)` is a conversation of its own: a fresh `PolicyChat` builds the prompt
 from the messages with the chat template and the shared `ChatScheduler` batches it with the
 other calls in flight. The turns it returns carry no token ids: they are not trained on (the
-episodes the backend trains on get their own `PolicyChat`). Sampling options the policy does
-not take (`top_k`, `stop`, ...) are ignored; None means the default.
+episodes the backend trains on get their own `PolicyChat`); their `finish_reason` says whether
+the reply was cut off at its token limit. Sampling options the policy does not take (`top_k`,
+`stop`, ...) are ignored; None means the default.
 """
 
 from __future__ import annotations
@@ -46,4 +47,5 @@ class PolicyLLM:
         self.usage["calls"] += 1
         self.usage["prompt_tokens"] += len(chat.sequence) - generated
         self.usage["completion_tokens"] += generated
-        return Turn(role="assistant", content=turn.content)
+        # finish_reason as an OpenAI endpoint gives it: a judge or summarizer can tell a cut-off reply
+        return Turn(role="assistant", content=turn.content, finish_reason=turn.finish_reason)

@@ -1,8 +1,8 @@
-"""Multi-turn token sequences with a real tokenizer (the tiny model's, built locally).
+"""Multi-turn token sequences with real tokenizers: tiny's and the real model's (tiny_and_real.py).
 
-The sequence must read exactly as the chat template renders the conversation, with the loss
-mask on the model's own ids only, and the rollout's live sequence must equal the replay of
-the saved trajectory.
+The sequence must read exactly as the chat template renders the conversation (the real
+template's default system prompt included, once), with the loss mask on the model's own ids
+only, and the rollout's live sequence must equal the replay of the saved trajectory.
 """
 
 from __future__ import annotations
@@ -10,15 +10,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from beyondagent_plugin_torch.models import load_policy, load_tokenizer
+from tiny_and_real import both_models
 
 from beyondagent_core.runtime.tokens import ChatTemplate, ConversationRewritten, TokenSequence, episode_tokens
 from beyondagent_core.types import Turn
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_tokenizer("tiny")
 
 
 def model_turn(tokenizer, text: str, *, stopped: bool = True) -> Turn:
@@ -28,9 +23,11 @@ def model_turn(tokenizer, text: str, *, stopped: bool = True) -> Turn:
     return Turn(role="assistant", content=text, token_ids=ids, logprobs=[-0.5] * len(ids))
 
 
-def conversation(tokenizer) -> list[Turn]:
+def conversation(tokenizer, *, system: bool = True) -> list[Turn]:
+    """Three model turns; without `system` the real template adds its default system prompt."""
+    opening = [Turn("system", "You are in a grid. Answer with left, right, up or down.")] if system else []
     return [
-        Turn("system", "You are in a grid. Answer with left, right, up or down."),
+        *opening,
         Turn("user", "You are at row 0, column 0."),
         model_turn(tokenizer, "right"),
         Turn("user", "You are at row 0, column 1."),
@@ -41,14 +38,24 @@ def conversation(tokenizer) -> list[Turn]:
     ]
 
 
-def test_the_sequence_reads_as_the_chat_template_renders_it(tokenizer) -> None:
-    turns = conversation(tokenizer)
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no-system"])
+def test_the_sequence_reads_as_the_chat_template_renders_it(tokenizer, system) -> None:
+    turns = conversation(tokenizer, system=system)
     sequence = episode_tokens(turns, ChatTemplate(tokenizer))
     messages = [{"role": t.role, "content": t.content} for t in turns]
     rendered = tokenizer.apply_chat_template(messages, tokenize=False)
     # The template closes the last assistant turn with "<|im_end|>\n"; the model stopped at <|im_end|>.
     assert tokenizer.decode(sequence.input_ids) + "\n" == rendered
+    # Id for id too (the model turns here are their text's own encoding): the increments tokenized
+    # on their own give the ids of the whole rendering.
+    assert sequence.input_ids == tokenizer.encode(rendered.removesuffix("\n"), add_special_tokens=False)
     assert len(sequence.input_ids) == len(sequence.loss_mask) == len(sequence.logprobs)
+    # The real template adds its default system prompt to a conversation without one: once, first.
+    alone = tokenizer.apply_chat_template([{"role": "user", "content": "u"}], tokenize=False)
+    default = alone.split("<|im_start|>user")[0]
+    opening = "<|im_start|>system\nYou are in a grid" if system else default
+    text = tokenizer.decode(sequence.input_ids)
+    assert text.startswith(opening) and text.count("<|im_start|>system") == (1 if opening else 0)
 
 
 def test_the_mask_covers_exactly_the_model_ids(tokenizer) -> None:
@@ -98,7 +105,9 @@ def test_a_rewritten_conversation_is_refused(tokenizer) -> None:
         sequence.extend([{"role": "user", "content": "go"}, {"role": "user", "content": "left"}])
 
 
-def test_the_live_rollout_sequence_equals_the_replayed_trajectory(tokenizer) -> None:
+@both_models
+@pytest.mark.parametrize("system", [True, False], ids=["system", "no-system"])
+def test_the_live_rollout_sequence_equals_the_replayed_trajectory(policy, system) -> None:
     from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
     from beyondagent_plugin_torch.policy_chat import PolicyChat
     from torch_test_envs import WordGame, WordGameConfig
@@ -107,14 +116,14 @@ def test_the_live_rollout_sequence_equals_the_replayed_trajectory(tokenizer) -> 
     from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow
     from beyondagent_core.types import Task
 
-    model, tokenizer = load_policy("tiny")
+    model, tokenizer = policy
     template = ChatTemplate(tokenizer)
     scheduler = ChatScheduler(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
 
     async def episode():
         llm = PolicyChat(scheduler, template, Sampling(1.0, 1.0, 6), episode=0, max_episode_tokens=400, seed=1)
         with scheduler.episode():
-            async with LocalAsyncEnv(WordGame(WordGameConfig(turns=3))) as env:
+            async with LocalAsyncEnv(WordGame(WordGameConfig(turns=3, system=system))) as env:
                 trajectory = await ReactWorkflow(ReactConfig(max_turns=3)).run(Task("t"), env, llm)
         return llm.sequence, trajectory
 

@@ -1,7 +1,9 @@
-"""The ChatScheduler with the real tiny model: batching must not change what is generated.
+"""The ChatScheduler with real models: batching must not change what is generated.
 
 Prompts of different lengths are left-padded into one batch; a row's tokens and log-probs
 must be those it gets alone, and the log-probs must be what a plain forward pass computes.
+The tiny model runs every test; the real one (tiny_and_real.py: its pad token is its eos, its
+template adds a default system prompt, 49,152 tokens) the ones its differences can break.
 """
 
 from __future__ import annotations
@@ -10,13 +12,10 @@ import asyncio
 
 import pytest
 import torch
-from beyondagent_plugin_torch.generation import ChatScheduler, Sampling, nucleus
-from beyondagent_plugin_torch.models import load_policy
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling, nucleus, sample_next
+from tiny_and_real import both_models
 
-
-@pytest.fixture(scope="module")
-def policy():
-    return load_policy("tiny")
+from beyondagent_core.runtime.tokens import ChatTemplate
 
 
 def scheduler_for(policy) -> ChatScheduler:
@@ -24,10 +23,17 @@ def scheduler_for(policy) -> ChatScheduler:
     return ChatScheduler(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
 
 
-PROMPTS = ["<|im_start|>user\nWhich way?<|im_end|>\n<|im_start|>assistant\n",
-           "<|im_start|>system\nYou are in a grid of frozen tiles and holes.<|im_end|>\n<|im_start|>user\n"
-           "You are at row 0, column 0. Which action do you take?<|im_end|>\n<|im_start|>assistant\n",
-           "<|im_start|>user\n12 + 7 =<|im_end|>\n<|im_start|>assistant\n"]
+# Rendered by the chat template; the real model answers the last in a few tokens (greedy: "No.").
+PROMPTS = [[{"role": "user", "content": "Which way?"}],
+           [{"role": "system", "content": "You are in a grid of frozen tiles and holes."},
+            {"role": "user", "content": "You are at row 0, column 0. Which action do you take?"}],
+           [{"role": "user", "content": "12 + 7 ="}],
+           [{"role": "user", "content": "Reply with one word: yes or no. Is ice cold?"}]]
+
+
+def prompt_ids(tokenizer, prompts=PROMPTS) -> list[list[int]]:
+    template = ChatTemplate(tokenizer)
+    return [template.prompt_ids(messages) for messages in prompts]
 
 
 def generate_all(scheduler, prompts, sampling, seeds, *, together: bool):
@@ -44,25 +50,28 @@ def generate_all(scheduler, prompts, sampling, seeds, *, together: bool):
     return asyncio.run(run())
 
 
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
+# The real model greedy: test_a_row_ending_on_eos_that_is_also_pad_leaves_the_batch.
+@pytest.mark.parametrize(("policy", "temperature"), [("tiny", 0.0), ("tiny", 1.0), ("smollm2", 1.0)],
+                         indirect=["policy"])
 def test_a_batch_generates_what_each_prompt_generates_alone(policy, temperature) -> None:
     _, tokenizer = policy
-    prompts = [tokenizer.encode(p, add_special_tokens=False) for p in PROMPTS]
-    sampling = Sampling(temperature=temperature, top_p=1.0, max_tokens=12)
-    seeds = [11, 22, 33]
+    prompts = prompt_ids(tokenizer)
+    sampling = Sampling(temperature=temperature, top_p=1.0, max_tokens=6)
+    seeds = [11, 22, 33, 44]
     batched_scheduler, alone_scheduler = scheduler_for(policy), scheduler_for(policy)
     batched = generate_all(batched_scheduler, prompts, sampling, seeds, together=True)
     alone = generate_all(alone_scheduler, prompts, sampling, seeds, together=False)
-    assert batched_scheduler.stats.batches == 1 and alone_scheduler.stats.batches == 3
+    assert batched_scheduler.stats.batches == 1 and alone_scheduler.stats.batches == len(prompts)
     for (ids_b, lp_b), (ids_a, lp_a) in zip(batched, alone):
         assert ids_b == ids_a
         assert lp_b == pytest.approx(lp_a, abs=1e-4)
 
 
+@both_models
 def test_logprobs_are_those_of_a_forward_pass(policy) -> None:
     model, tokenizer = policy
-    prompt = tokenizer.encode(PROMPTS[1], add_special_tokens=False)
-    [(ids, logprobs)] = generate_all(scheduler_for(policy), [prompt], Sampling(0.7, 1.0, 10), [5], together=True)
+    prompt = prompt_ids(tokenizer)[1]
+    [(ids, logprobs)] = generate_all(scheduler_for(policy), [prompt], Sampling(0.7, 1.0, 6), [5], together=True)
     full = torch.tensor([prompt + ids])
     with torch.no_grad():
         logits = model(input_ids=full).logits[0, len(prompt) - 1:-1].float() / 0.7
@@ -70,20 +79,41 @@ def test_logprobs_are_those_of_a_forward_pass(policy) -> None:
     assert logprobs == pytest.approx(expected.tolist(), abs=1e-4)
 
 
+@both_models
 def test_generation_stops_at_eos_or_the_token_limit(policy) -> None:
     model, tokenizer = policy
-    prompts = [tokenizer.encode(p, add_special_tokens=False) for p in PROMPTS]
-    results = generate_all(scheduler_for(policy), prompts, Sampling(1.0, 1.0, 7), [1, 2, 3], together=True)
+    results = generate_all(scheduler_for(policy), prompt_ids(tokenizer), Sampling(1.0, 1.0, 7), [1, 2, 3, 4],
+                           together=True)
     for ids, logprobs in results:
         assert len(ids) == len(logprobs) <= 7
         assert tokenizer.eos_token_id not in ids[:-1]
         assert len(ids) == 7 or ids[-1] == tokenizer.eos_token_id
 
 
+@pytest.mark.parametrize("policy", ["smollm2"], indirect=True)
+def test_a_row_ending_on_eos_that_is_also_pad_leaves_the_batch(policy) -> None:
+    """The real model's pad token is its eos: the row that answers in a few tokens ends on it,
+    before its limit, and the rows still generating (left-padded with that same id) go on as
+    they would alone."""
+    _, tokenizer = policy
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=8)
+    prompts = prompt_ids(tokenizer, [PROMPTS[3], PROMPTS[1]])
+    assert len(prompts[0]) != len(prompts[1])  # one of them is padded
+    together = generate_all(scheduler_for(policy), prompts, sampling, [0, 0], together=True)
+    alone = generate_all(scheduler_for(policy), prompts, sampling, [0, 0], together=False)
+    for (ids_t, lp_t), (ids_a, lp_a) in zip(together, alone, strict=True):
+        assert ids_t == ids_a and lp_t == pytest.approx(lp_a, abs=1e-4)
+    (short, _), (long, _) = together
+    assert short[-1] == tokenizer.eos_token_id and len(short) < 8
+    assert tokenizer.decode(short, skip_special_tokens=True).strip(" .").lower() in ("yes", "no")
+    assert len(long) == 8 and tokenizer.eos_token_id not in long
+
+
 def test_concurrent_episodes_share_generation_passes(policy) -> None:
     _, tokenizer = policy
     scheduler = scheduler_for(policy)
-    prompt = tokenizer.encode(PROMPTS[0], add_special_tokens=False)
+    prompt = prompt_ids(tokenizer)[0]
 
     async def episode(i):
         with scheduler.episode():
@@ -109,3 +139,36 @@ def test_top_p_keeps_the_smallest_nucleus() -> None:
     assert kept[1].tolist() == pytest.approx([0.25] * 4)
     # A tiny top-p is greedy.
     assert nucleus(probs, torch.tensor([1e-9, 1e-9]))[0].tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_sampling_draws_from_the_distribution_and_its_nucleus() -> None:
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    rows = 20000
+    logits = probs.log().expand(rows, 4)
+    uniforms = torch.rand(rows, 4, generator=torch.Generator().manual_seed(0))
+    chosen, logprobs = sample_next(logits, torch.ones(rows), torch.ones(rows), uniforms)
+    frequencies = torch.bincount(chosen, minlength=4).float() / rows
+    assert frequencies.tolist() == pytest.approx(probs.tolist(), abs=0.01)
+    assert logprobs.tolist() == pytest.approx(probs.log()[chosen].tolist())
+    chosen, _ = sample_next(logits, torch.ones(rows), torch.full((rows,), 0.7), uniforms)
+    frequencies = torch.bincount(chosen, minlength=4).float() / rows
+    assert frequencies.tolist() == pytest.approx([0.5 / 0.8, 0.3 / 0.8, 0.0, 0.0], abs=0.01)
+    greedy, _ = sample_next(logits[:3], torch.zeros(3), torch.ones(3), uniforms[:3])
+    assert greedy.tolist() == [0, 0, 0]
+
+
+def test_float_noise_in_the_logits_does_not_change_what_is_sampled() -> None:
+    """A real vocabulary's long tail: 49,152 tokens, most of the mass on a few, the rest spread
+    thin. Logits 4e-5 apart (what a cached prefill and a fresh one of the real model differ by)
+    must sample the same tokens from the same noise; inverting the CDF with one uniform moved
+    tail draws, whose tokens are ~1e-7 of probability wide."""
+    generator = torch.Generator().manual_seed(0)
+    rows, vocab = 400, 49152
+    logits = torch.randn(rows, vocab, generator=generator) * 2
+    logits[:, :5] += 12  # a few likely tokens, about 15% of the mass in the tail
+    noisy = logits + (torch.rand(rows, vocab, generator=generator) - 0.5) * 8e-5
+    uniforms = torch.rand(rows, vocab, generator=generator)
+    ones = torch.ones(rows)
+    chosen, _ = sample_next(logits, ones, ones, uniforms)
+    assert (chosen >= 5).sum() > rows / 10  # tail tokens were drawn
+    assert torch.equal(sample_next(noisy, ones, ones, uniforms)[0], chosen)

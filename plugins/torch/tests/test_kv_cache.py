@@ -1,9 +1,12 @@
 """An episode's KV cache kept between turns, shared group prefixes and continuous batching, with
-the real tiny model.
+real models: tiny, and for the exactness checks also the real model (tiny_and_real.py).
 
 Reuse must be exact: every turn's token ids equal those of a scheduler that prefills the whole
 conversation again (greedy, and sampled with fixed seeds), log-probs equal within float noise,
 including a turn whose prompt re-renders earlier text and a budget too small to keep everything.
+Prompts are built as the policy builds them (`TokenSequence`: the chat template's first prompt,
+the real one's default system prompt included, then the template's increments), so each later
+turn must prefill only the model's last token and the new messages.
 Continuous batching (episodes join and leave the decode batch between steps) must generate what
 lockstep batching generates, and an episode waiting on a slow env must not hold the others.
 """
@@ -16,12 +19,9 @@ import pytest
 import torch
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.kv_cache import SessionCache
-from beyondagent_plugin_torch.models import load_policy
+from tiny_and_real import both_models
 
-
-@pytest.fixture(scope="module")
-def policy():
-    return load_policy("tiny")
+from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 
 
 def scheduler_for(policy, **options) -> ChatScheduler:
@@ -29,83 +29,104 @@ def scheduler_for(policy, **options) -> ChatScheduler:
     return ChatScheduler(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id, **options)
 
 
-FIRST = ["<|im_start|>user\nWhich way?<|im_end|>\n<|im_start|>assistant\n",
-         "<|im_start|>system\nYou are in a grid of frozen tiles and holes.<|im_end|>\n<|im_start|>user\n"
-         "You are at row 0, column 0. Which action do you take?<|im_end|>\n<|im_start|>assistant\n",
-         "<|im_start|>user\n12 + 7 =<|im_end|>\n<|im_start|>assistant\n"]
-OBSERVATION = "<|im_end|>\n<|im_start|>user\nYou moved. Now at row {turn}, column {episode}.<|im_end|>\n" \
-              "<|im_start|>assistant\n"
+# The first messages of each episode (the first without a system message: the real template adds its own).
+FIRST = [[{"role": "user", "content": "Which way?"}],
+         [{"role": "system", "content": "You are in a grid of frozen tiles and holes."},
+          {"role": "user", "content": "You are at row 0, column 0. Which action do you take?"}],
+         [{"role": "user", "content": "12 + 7 ="}]]
+OBSERVATION = "You moved. Now at row {turn}, column {episode}."
 
 
-def play(scheduler, tokenizer, prompts, sampling, *, turns=3, rerender_at=None):
-    """Episodes of `turns` model turns, all in flight: each turn's prompt is the last one, the model's
-    ids and an observation. With `rerender_at`, that turn's prompt rewrites an earlier token.
-    Returns each episode's per-turn (ids, logprobs) and checks every session's cache is freed."""
-    async def episode(index, prompt):
-        ids, turns_out, session = list(prompt), [], object()
+def play(scheduler, tokenizer, firsts, sampling, *, turns=3, rerender_at=None, start=0):
+    """Episodes of `turns` model turns, all in flight, each prompt built by a `TokenSequence`: the
+    last prompt, the model's ids, the template's increment for an observation. From turn
+    `rerender_at` on, the prompt has an early token rewritten (a template that re-renders).
+    Episode i has the seed and observations of index `start + i`. Returns each episode's per-turn
+    (ids, logprobs, prompt length); checks every cache is freed."""
+    template = ChatTemplate(tokenizer)
+    rewritten = tokenizer.encode("Hello", add_special_tokens=False)[0]
+
+    async def episode(index, first):
+        messages, sequence, turns_out, session = list(first), TokenSequence(template), [], object()
         generator = torch.Generator().manual_seed(100 + index)
         with scheduler.episode():
             for turn in range(turns):
-                if turn == rerender_at:
-                    ids[2] = tokenizer.encode("Hello", add_special_tokens=False)[0]
+                ids = sequence.extend(messages)
+                if rerender_at is not None and turn >= rerender_at:
+                    assert ids[2] != rewritten
+                    ids[2] = rewritten
                 new, logprobs = await scheduler.generate((index, turn), ids, sampling, sampling.max_tokens,
                                                          generator, session=session)
-                turns_out.append((new, logprobs))
+                sequence.add_generation(new, logprobs)
+                turns_out.append((new, logprobs, len(ids)))
                 await asyncio.sleep(0.001 * (index % 2))  # envs answer at different speeds
-                ids += new + tokenizer.encode(OBSERVATION.format(turn=turn, episode=index), add_special_tokens=False)
+                messages += [{"role": "assistant", "content": tokenizer.decode(new, skip_special_tokens=True)},
+                             {"role": "user", "content": OBSERVATION.format(turn=turn, episode=index)}]
         scheduler.end_session(session)
         return turns_out
 
     async def run():
-        return await asyncio.gather(*(episode(i, p) for i, p in enumerate(prompts)))
+        return await asyncio.gather(*(episode(start + i, first) for i, first in enumerate(firsts)))
 
     results = asyncio.run(run())
     assert scheduler.kv.tokens == 0 and len(scheduler.kv) == 0
     return results
 
 
+def reusable_tokens(results) -> int:
+    """What a later turn need not prefill: all the last turn's prompt and its sampled ids but the
+    last sampled one (never fed to the model)."""
+    return sum(prompt + len(ids) - 1 for episode in results for ids, _, prompt in episode[:-1])
+
+
 def assert_same(reused, fresh) -> None:
     for episode_reused, episode_fresh in zip(reused, fresh, strict=True):
-        for (ids_r, lp_r), (ids_f, lp_f) in zip(episode_reused, episode_fresh, strict=True):
+        for (ids_r, lp_r, *_), (ids_f, lp_f, *_) in zip(episode_reused, episode_fresh, strict=True):
             assert ids_r == ids_f
             assert lp_r == pytest.approx(lp_f, abs=1e-4)
 
 
-@pytest.mark.parametrize("batching", ["lockstep", "continuous"])
-@pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_reused_caches_generate_what_a_full_prefill_generates(policy, temperature, batching) -> None:
+# The real model plays two turns, not three: it costs ~50 times tiny's per token.
+@pytest.mark.parametrize(("policy", "batching", "temperature", "turns"),
+                         [("tiny", "lockstep", 0.0, 3), ("tiny", "lockstep", 1.0, 3), ("tiny", "continuous", 0.0, 3),
+                          ("tiny", "continuous", 1.0, 3), ("smollm2", "lockstep", 1.0, 2),
+                          ("smollm2", "continuous", 1.0, 2)],
+                         indirect=["policy"])
+def test_reused_caches_generate_what_a_full_prefill_generates(policy, temperature, batching, turns) -> None:
     _, tokenizer = policy
-    prompts = [tokenizer.encode(p, add_special_tokens=False) for p in FIRST]
-    sampling = Sampling(temperature=temperature, top_p=1.0, max_tokens=8)
+    sampling = Sampling(temperature=temperature, top_p=1.0, max_tokens=6)
     cached, uncached = scheduler_for(policy, batching=batching), scheduler_for(policy, kv_cache_tokens=0)
-    assert_same(play(cached, tokenizer, prompts, sampling), play(uncached, tokenizer, prompts, sampling))
+    reused = play(cached, tokenizer, FIRST, sampling, turns=turns)
+    assert_same(reused, play(uncached, tokenizer, FIRST, sampling, turns=turns))
     assert uncached.kv.stats.reused_tokens == 0
-    # Turns 2 and 3 of each episode fed only the model's last token and the observation.
-    assert cached.kv.stats.reused_tokens > 0
+    # Every later turn of each episode fed only the model's last token and the template's increment.
+    assert cached.kv.stats.reused_tokens == reusable_tokens(reused) > 0
     assert cached.kv.stats.prefill_tokens + cached.kv.stats.reused_tokens == uncached.kv.stats.prefill_tokens
-    assert cached.kv.stats.prefill_tokens < uncached.kv.stats.prefill_tokens / 2
     assert cached.kv.stats.rerenders == 0 and cached.kv.stats.evictions == 0
 
 
-def test_a_rerendered_prompt_uses_the_cache_up_to_where_it_diverges(policy) -> None:
+@pytest.mark.parametrize(("policy", "turns"), [("tiny", 3), ("smollm2", 2)], indirect=["policy"])
+def test_a_rerendered_prompt_uses_the_cache_up_to_where_it_diverges(policy, turns) -> None:
     _, tokenizer = policy
-    prompts = [tokenizer.encode(p, add_special_tokens=False) for p in FIRST]
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=6)
     cached, uncached = scheduler_for(policy), scheduler_for(policy, kv_cache_tokens=0)
-    assert_same(play(cached, tokenizer, prompts, sampling, rerender_at=2),
-                play(uncached, tokenizer, prompts, sampling, rerender_at=2))
-    assert cached.kv.stats.rerenders == len(prompts)
+    last = turns - 1
+    reused = play(cached, tokenizer, FIRST, sampling, turns=turns, rerender_at=last)
+    assert_same(reused, play(uncached, tokenizer, FIRST, sampling, turns=turns, rerender_at=last))
+    assert cached.kv.stats.rerenders == len(FIRST)
+    # The turns before the last reused the whole cache, the last only the two tokens before the rewritten one.
+    assert cached.kv.stats.reused_tokens == reusable_tokens([episode[:last] for episode in reused]) + 2 * len(FIRST)
 
 
 @pytest.mark.parametrize("batching", ["lockstep", "continuous"])
 def test_a_small_budget_evicts_and_stays_exact(policy, batching) -> None:
     _, tokenizer = policy
-    prompts = [tokenizer.encode(p, add_special_tokens=False) for p in FIRST]
+    template = ChatTemplate(tokenizer)
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=6)
-    budget = max(len(p) for p in prompts) + 8  # about one episode's cache
+    budget = max(len(template.prompt_ids(first)) for first in FIRST) + 8  # about one episode's cache
     small = scheduler_for(policy, kv_cache_tokens=budget, batching=batching)
     uncached = scheduler_for(policy, kv_cache_tokens=0)
-    assert_same(play(small, tokenizer, prompts, sampling), play(uncached, tokenizer, prompts, sampling))
+    assert_same(play(small, tokenizer, FIRST, sampling), play(uncached, tokenizer, FIRST, sampling))
     stats = small.kv.stats
     assert stats.evictions + stats.over_budget > 0
     assert stats.reused_tokens > 0  # what fitted was still used
@@ -113,34 +134,15 @@ def test_a_small_budget_evicts_and_stays_exact(policy, batching) -> None:
 
 def test_a_groups_identical_prompts_are_prefilled_once(policy) -> None:
     _, tokenizer = policy
-    prompt = tokenizer.encode(FIRST[1], add_special_tokens=False)
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=8)
     shared = scheduler_for(policy)
-    group = play(shared, tokenizer, [prompt] * 4, sampling, turns=2)
-    alone = []  # each rollout alone, with its seed and observations
-    for index in range(4):
-        scheduler = scheduler_for(policy, kv_cache_tokens=0)
-        alone.append(play_one_seeded(scheduler, tokenizer, prompt, sampling, index))
+    group = play(shared, tokenizer, [FIRST[1]] * 4, sampling, turns=2)
+    # each rollout alone, with its seed and observations
+    alone = [play(scheduler_for(policy, kv_cache_tokens=0), tokenizer, [FIRST[1]], sampling, turns=2, start=index)[0]
+             for index in range(4)]
     assert_same(group, alone)
-    assert shared.kv.stats.shared_prefix_tokens == 3 * len(prompt)
-    assert len({tuple(ids) for (ids, _), _ in group}) > 1  # different seeds, different rollouts
-
-
-def play_one_seeded(scheduler, tokenizer, prompt, sampling, index):
-    """Episode `index` of `play` alone (same seed and observations)."""
-    async def run():
-        ids, out, session = list(prompt), [], object()
-        generator = torch.Generator().manual_seed(100 + index)
-        with scheduler.episode():
-            for turn in range(2):
-                new, logprobs = await scheduler.generate((0, turn), ids, sampling, sampling.max_tokens, generator,
-                                                         session=session)
-                out.append((new, logprobs))
-                ids += new + tokenizer.encode(OBSERVATION.format(turn=turn, episode=index), add_special_tokens=False)
-        scheduler.end_session(session)
-        return out
-
-    return asyncio.run(run())
+    assert shared.kv.stats.shared_prefix_tokens == 3 * len(ChatTemplate(tokenizer).prompt_ids(FIRST[1]))
+    assert len({tuple(episode[0][0]) for episode in group}) > 1  # different seeds, different rollouts
 
 
 def test_the_store_evicts_least_recently_used_first() -> None:
@@ -167,7 +169,8 @@ def test_continuous_batching_does_not_wait_for_a_slow_env(policy) -> None:
     """Three fast episodes and one whose env takes 1 s per step: with continuous batching the fast
     ones finish all their turns while the slow one waits; in lockstep each turn waits for it."""
     _, tokenizer = policy
-    prompt = tokenizer.encode(FIRST[0], add_special_tokens=False)
+    template = ChatTemplate(tokenizer)
+    prompt = template.prompt_ids(FIRST[0])
     sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=4)
 
     def run(batching):
@@ -183,8 +186,8 @@ def test_continuous_batching_does_not_wait_for_a_slow_env(policy) -> None:
                 for turn in range(3):
                     new, _ = await scheduler.generate((index, turn), ids, sampling, 4, generator, session=session)
                     await asyncio.sleep(1.0 if index == 0 else 0.0)  # episode 0's env is slow
-                    ids += new + tokenizer.encode(OBSERVATION.format(turn=turn, episode=index),
-                                                  add_special_tokens=False)
+                    observation = {"role": "user", "content": OBSERVATION.format(turn=turn, episode=index)}
+                    ids += new + template.increment_ids(new, [observation])
             scheduler.end_session(session)
             finished[index] = loop.time() - started
 

@@ -20,6 +20,7 @@ TARGET_WORDS = ("left", "right", "up", "down")
 @attrs.define
 class WordGameConfig:
     turns: int = 1
+    system: bool = True  # without it, a chat template may add its own default system prompt
 
 
 class WordGame:
@@ -27,13 +28,14 @@ class WordGame:
 
     def __init__(self, config: WordGameConfig):
         self.turns = config.turns
+        self.system = config.system
         self.hits = 0
         self.taken = 0
 
     def reset(self, task: Task) -> EnvReset:
         self.hits = self.taken = 0
-        return EnvReset(messages=[{"role": "system", "content": "Answer with one direction word."},
-                                  {"role": "user", "content": task.query or "Which way?"}])
+        system = [{"role": "system", "content": "Answer with one direction word."}] if self.system else []
+        return EnvReset(messages=[*system, {"role": "user", "content": task.query or "Which way?"}])
 
     def step(self, action: dict[str, Any]) -> EnvStep:
         self.taken += 1

@@ -48,6 +48,10 @@ def test_extract_answer(text: str, answer: str, method: str) -> None:
     ("so it is -3", "-3"),
     ("3 \\times 2", None),
     ("I get 3.\n- 2 is a list item", "3"),
+    ("x-3", None),
+    ("5 -3", None),
+    ("answer4app", "4"),
+    ("1.5", "1.5"),
 ])
 def test_last_stated_number(text: str, number: str | None) -> None:
     assert last_stated_number(text) == number

@@ -57,18 +57,20 @@ def arithmetic_spec(**backend: object) -> dict:
 
 
 def stated_numbers(reply: str) -> list[str]:
-    """The numbers a reply states: not next to an operator or `=`, not after "not"/"no"/"never"."""
+    """The numbers a reply states: not next to an operator or `=`, not after "not"/"no"/"never"
+    (a number glued to a word piece, `as4`, counts: the tiny model's replies are like that)."""
     stated = []
     for match in _NUMBER.finditer(reply):
-        if match.start() and (reply[match.start() - 1].isalnum() or reply[match.start() - 1] in "._"):
-            continue  # inside a word or a longer number
+        if match.start() and (reply[match.start() - 1].isdigit() or reply[match.start() - 1] == "."):
+            continue  # inside a longer number
         number = match.group(0)
+        glued = reply[match.start() - 1] if match.start() else " "
         left = reply[max(0, match.start() - 24):match.start()].rstrip(" \t")
         right = reply[match.end():match.end() + 24].lstrip(" \t")
         left_word = left.split()[-1].lower() if left.split() else ""
         right_word = right.split()[0].lower() if right.split() else ""
-        if number.startswith("-") and left and (left[-1].isdigit() or left[-1] in ")]}"):
-            continue  # a minus between two operands
+        if number.startswith("-") and (glued.isalnum() or glued == "_" or (left and left[-1] in "0123456789)]}")):
+            continue  # a minus between two operands: `5-3`, `x-3`, `5 -3`
         if (left and left[-1] in OPERATORS) or left_word in OPERATOR_WORDS_BEFORE + ("not", "no", "never"):
             continue
         if (right and right[0] in OPERATORS + "=<>") or right_word.startswith(OPERATOR_WORDS_AFTER):

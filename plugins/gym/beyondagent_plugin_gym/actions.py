@@ -17,11 +17,12 @@ The rule, in order:
    up; go down." is down, "go right instead of left" is right.
 4. Exactly one distinct action that is not ruled out: that action (a word repeated is one
    action: "left, left!"). Two or more ("left or right", "left down right up"): ambiguous.
-5. Action numbers. Only when no action word is there, and only when the part is nothing but
-   one whole number (markdown, quotes, brackets and a full stop aside: "2", "Action: 3",
-   "<answer>0</answer>"), is it gymnasium's action index. A number among words is not an
-   action ("move 2", "You are at row 1, column 1."), so restating the observation never
-   moves the player. A signed or out-of-range number is invalid; digits are ASCII 0-9 only.
+5. Action numbers. Only when no action word is there, and only when the part has no letters
+   at all (symbols, punctuation and markdown aside: "2", "**2.**", "Action: 3",
+   "<answer>0</answer>"), is a whole number gymnasium's action index. A number among words is
+   not an action ("move 2", "You are at row 1, column 1."), so restating the observation never
+   moves the player. Two different numbers are ambiguous; a signed, decimal or out-of-range
+   number is invalid; digits are ASCII 0-9 only.
 6. Nothing found: invalid.
 
 Ambiguous and invalid answers give `index=None` and a `problem` to show the model.
@@ -41,7 +42,7 @@ _NEGATION = re.compile(
     r"mustn't|must\s+not|instead\s+of|rather\s+than)\b", re.IGNORECASE)
 _CLAUSE_END = re.compile(r"[.,;:!?\n]|\bbut\b", re.IGNORECASE)
 _WORD_EDGE = r"\w'-"  # a match may not touch these: "left-hand", "move_left", "left's" are not "left"
-_ONLY_A_NUMBER = re.compile(r"^[\s*_`'\"(\[{<]*([+-]?[0-9]+)[\s*_`'\")\]}>]*\.?[\s*_`'\")\]}>]*$")
+_NUMBER = re.compile(r"(?<![\w.])[+-]?[0-9]+(?![\w]|\.[0-9])")
 _SHOWN_DIGITS = 10
 
 
@@ -68,9 +69,13 @@ def parse_action(text: str, actions: Sequence[str], synonyms: Mapping[str, str] 
         return ParsedAction(None, f"names more than one action{where}: {', '.join(named)}")
     if ruled_out:
         return ParsedAction(None, f"no action found{where} (only ruled out: {', '.join(ruled_out)})")
-    number = _ONLY_A_NUMBER.match(part)
-    if number:
-        return _action_number(number.group(1), len(actions))
+    if any(char.isalpha() for char in part):
+        return ParsedAction(None, f"no action found{where}")  # a number among words is not an action
+    numbers = list(dict.fromkeys(_NUMBER.findall(part)))
+    if len(numbers) > 1:
+        return ParsedAction(None, f"names more than one action number{where}: {', '.join(numbers)}")
+    if numbers:
+        return _action_number(numbers[0], len(actions))
     return ParsedAction(None, f"no action found{where}")
 
 

@@ -1,7 +1,8 @@
 """GRPO training throughput: our torch backend against TRL's `GRPOTrainer`, same task, same model.
 
 What is measured
-    Both sides train the tiny Qwen2 model (`tiny_model_dir()`, float32, CPU) with GRPO on the same
+    Both sides train the same model (`--model`: the tiny Qwen2 model by default, or the real
+    `smollm2-135m-instruct`; float32, CPU) with GRPO on the same
     64 single-turn prompts ("Answer with one direction word." / "Which way? (i)"), the same reward
     (`direction_game.direction_reward`: 1 when the reply names left/right/up/down), 8 prompts x 8
     completions = 64 completions per step, at most 16 new tokens stopping at the same eos
@@ -52,6 +53,7 @@ How to read the output
 
     python benchmarks/grpo_vs_trl.py              # 10 steps x 3 trials, KL off and on (~2-3 min, 2 cores)
     python benchmarks/grpo_vs_trl.py --quick      # 4 steps x 1 trial, KL off (~20 s)
+    python benchmarks/grpo_vs_trl.py --model smollm2-135m-instruct --kl off   # the real model (minutes a step)
 
 Needs `trl` (`pip install trl`: it keeps torch and transformers as they are). Not a test: nothing
 here asserts a speed.
@@ -105,6 +107,7 @@ class Setup:
     kl_coef: float = 0.0
     seed: int = 0
     threads: int = 0  # 0: torch's default (one per core)
+    model: str = "tiny"  # `model.path`: tiny, a known name (smollm2-135m-instruct), a directory or .gguf
 
     @property
     def completions_per_step(self) -> int:
@@ -186,7 +189,7 @@ def run_ours(setup: Setup, workdir: Path) -> Trial:
     train_path.write_text("".join(json.dumps(task.to_dict()) + "\n" for task in tasks(setup.prompts)))
     spec = {
         "run": {"name": "grpo-bench", "seed": setup.seed, "output_dir": str(workdir / "runs")},
-        "model": {"path": "tiny", "dtype": "float32"},
+        "model": {"path": setup.model, "dtype": "float32"},
         "tasks": {"train": {"name": "jsonl", "path": str(train_path)}},
         "env": {"name": "direction_game"},
         "workflow": {"name": "react", "max_turns": 1},
@@ -216,7 +219,7 @@ def run_trl(setup: Setup, workdir: Path) -> Trial:
     import torch
     import transformers
     import trl
-    from beyondagent_plugin_torch.tiny import tiny_model_dir
+    from beyondagent_plugin_torch.models import resolve_model_path
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -240,7 +243,7 @@ def run_trl(setup: Setup, workdir: Path) -> Trial:
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             trial.step_ends.append(time.perf_counter())
 
-    model_dir = str(tiny_model_dir())
+    model_dir = resolve_model_path(setup.model)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
     dataset = Dataset.from_list([{"prompt": prompt_messages(index)} for index in range(setup.prompts)])
@@ -381,7 +384,7 @@ def print_table(rows: list[tuple[Setup, dict[str, Summary]]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="GRPO steady-state throughput, tiny Qwen2 on CPU (64 completions/step)")
+    table = Table(title=f"GRPO steady-state throughput, {rows[0][0].model} on CPU (64 completions/step)")
     for name in ("config", "side", "samples/s (min-max)", "step s", "rollout s", "update s", "peak RSS MiB",
                  "over imports", "tokens/compl", "reward step1 -> last", "ours/TRL"):
         table.add_column(name, justify="left" if name in ("config", "side") else "right")
@@ -405,6 +408,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kl-coef", type=float, default=DEFAULT_KL, help="kl_coef = beta when KL is on")
     parser.add_argument("--lr", type=float, default=DEFAULT_LR, help="learning rate of both sides")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in each child (0: torch's default)")
+    parser.add_argument("--model", default="tiny",
+                        help="model.path of both sides: tiny (default), smollm2-135m-instruct, a directory or .gguf")
     parser.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     parser.add_argument("--setup", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -427,12 +432,12 @@ def main(argv: list[str]) -> int:
     except importlib.metadata.PackageNotFoundError:
         print("TRL is not installed: pip install trl (it keeps torch and transformers as they are)", file=sys.stderr)
         return 2
-    from beyondagent_plugin_torch.tiny import tiny_model_dir
+    from beyondagent_plugin_torch.models import resolve_model_path
 
-    tiny_model_dir()  # built (once) before any child starts
+    resolve_model_path(args.model)  # built, fetched or converted (once) before any child starts
     kl_values = {"off": [0.0], "on": [args.kl_coef], "both": [0.0, args.kl_coef]}[args.kl]
-    base = Setup(steps=args.steps, lr=args.lr, threads=args.threads)
-    print(f"GRPO vs TRL {trl_version}: {args.steps} steps x {args.trials} trials per side, "
+    base = Setup(steps=args.steps, lr=args.lr, threads=args.threads, model=args.model)
+    print(f"GRPO vs TRL {trl_version} on {args.model}: {args.steps} steps x {args.trials} trials per side, "
           f"{base.prompts_per_step} prompts x {base.group_size} = {base.completions_per_step} completions/step, "
           f"{base.max_new_tokens} new tokens max, lr {base.lr:g}, torch threads "
           f"{args.threads or 'default'}", flush=True)

@@ -18,6 +18,7 @@ from beyondagent_core.records import (  # noqa: E402
     MixerSpec,
     NoConfig,
     RewardSpec,
+    SettingsSpec,
     SummarizerSpec,
     TaskFilterSpec,
     TaskSourceSpec,
@@ -29,7 +30,7 @@ from beyondagent_core.types import Reward, Task, Trajectory, Turn  # noqa: E402
 __all__ = [
     "__version__", "hookimpl",
     "AdvantageSpec", "BackendSpec", "CommandSpec", "EnvSpec", "ExperienceStoreSpec", "ExplorerSpec",
-    "MixerSpec", "NoConfig", "RewardSpec",
+    "MixerSpec", "NoConfig", "RewardSpec", "SettingsSpec",
     "SummarizerSpec", "TaskFilterSpec", "TaskSourceSpec", "VenvSpec", "WorkflowSpec",
     "EnvReset", "EnvStep", "Reward", "Task", "Trajectory", "Turn",
 ]

@@ -302,7 +302,10 @@ def print_exploration(report: Any) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from beyondagent_core import pipeline
 
+    from beyondagent_core.build_check import build_components
+
     session = pipeline.prepare(args.spec, args.overrides, profile=args.profile)
+    build_components(session.spec)  # a factory rejecting its config fails here, not at `run`
     print(f"{args.spec}: ok")
     print(session.spec.redacted_yaml(), end="")
     return 0

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         ExplorerSpec,
         MixerSpec,
         RewardSpec,
+        SettingsSpec,
         SummarizerSpec,
         TaskFilterSpec,
         TaskSourceSpec,
@@ -316,6 +317,28 @@ def beyondagent_commands() -> list[CommandSpec]:
     """
 
 
+@hookspec
+def beyondagent_settings() -> list[SettingsSpec]:
+    """Return the `plugins.settings.<name>` blocks this plugin reads, each with its schema.
+
+    A plugin no spec section selects (a notifier, a logger) takes its settings from
+    `plugins.settings.<name>`; declaring the block lets `beyondagent validate` check it (a typo
+    fails with its key path) before anything runs. Read the values in a lifecycle hook from
+    `run.plugin_settings[name]`.
+
+    Example::
+
+        @attrs.define
+        class NotifySettings:
+            urls: list[str] = attrs.field(factory=list)
+            stall_minutes: float = 30.0
+
+        @hookimpl
+        def beyondagent_settings():
+            return [SettingsSpec(name="notify", config_cls=NotifySettings)]
+    """
+
+
 # --- lifecycle hooks: called during a run; failures are logged, never fatal -----------------
 
 
@@ -372,6 +395,7 @@ REGISTRATION_HOOKS: dict[str, str] = {
     "backend": "beyondagent_backends",
     "venv": "beyondagent_venvs",
     "command": "beyondagent_commands",
+    "settings": "beyondagent_settings",
 }
 """Component kind -> the hook that registers components of that kind."""
 

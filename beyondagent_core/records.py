@@ -191,6 +191,26 @@ class CommandSpec(ComponentSpec):
     label: ClassVar[str] = "command"
 
 
+def _settings_as_given(config: Any) -> Any:
+    return config
+
+
+@attrs.frozen
+class SettingsSpec(ComponentSpec):
+    """Declares the block a plugin reads under `plugins.settings.<name>` (a lifecycle-hook plugin's
+    settings, e.g. notify's webhook URLs): `config_cls` is its schema.
+
+    `beyondagent validate` (and every command that reads a spec) checks each block against it, so
+    a misspelt key fails with its key path instead of being ignored; a block no plugin declares is
+    an error too. `factory(config)` gets the checked block; the default returns it as it is.
+    """
+
+    kind: ClassVar[str] = "settings"
+    label: ClassVar[str] = "settings block"
+
+    factory: Callable[..., Any] | str = attrs.field(default=_settings_as_given, validator=_check_factory)
+
+
 RECORD_TYPES: tuple[type[ComponentSpec], ...] = (
     TaskSourceSpec,
     EnvSpec,
@@ -205,5 +225,6 @@ RECORD_TYPES: tuple[type[ComponentSpec], ...] = (
     BackendSpec,
     VenvSpec,
     CommandSpec,
+    SettingsSpec,
 )
 RECORD_TYPE_BY_KIND: dict[str, type[ComponentSpec]] = {cls.kind: cls for cls in RECORD_TYPES}

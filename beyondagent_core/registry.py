@@ -27,6 +27,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     "beyondagent-plugin-random-explorer": {"explorer": ("random",)},
     "beyondagent-plugin-advantages": {"advantage": ("grpo", "gigpo", "adca")},
     "beyondagent-plugin-experience": {"experience_store": ("experience",)},
+    "beyondagent-plugin-notify": {"settings": ("notify",)},
     "beyondagent-plugin-llm": {"summarizer": ("llm",), "task_filter": ("feasibility",), "reward": ("llm_judge",)},
 }
 

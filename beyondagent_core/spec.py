@@ -420,6 +420,9 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
     for section, cls in CORE_SECTIONS.items():
         core[section] = structured(cls, _mapping(data.get(section), section, where), section, where)
         resolved[section] = attrs.asdict(core[section])
+    from beyondagent_core.plugin_settings import check_plugin_settings
+
+    check_plugin_settings(core["plugins"].settings, registry, where)
 
     tasks = _mapping(data.get("tasks"), "tasks", where)
     _check_keys(tasks, ("train", "val"), "tasks", where, "key")

@@ -3,7 +3,9 @@
 `pipeline.prepare` (every command that reads a spec: `validate`, `run`, `explore`, ...) logs each
 one as a warning event, so the user sees it before anything runs. Today: an env block whose
 `service` is the URL of a running environment service, but which also sets the env's own keys —
-that server was started with its own config and never receives them.
+that server was started with its own config and never receives them; and a key set above the cap another key
+imposes (`beyondagent_core.spec_caps`: `workflow.max_turns` above `env.max_steps`...), which
+changes nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from beyondagent_core.logs import get_logger
+from beyondagent_core.spec_caps import capped_settings
 
 if TYPE_CHECKING:
     from beyondagent_core.spec import Spec
@@ -46,5 +49,12 @@ def warn_ignored_settings(data: dict[str, Any], spec: Spec) -> list[str]:
                 "or set env.service: launch to have the run start a server with them")
         log.warning("spec.settings_not_sent", message=message, keys=keys,
                     where=f"{spec.path or 'the spec'}, key env.service", hint=hint)
+        messages.append(message)
+    for cap, value, limit in capped_settings(data, spec.resolved, skip_limits=tuple(keys)):
+        message = (f"{cap.key}={value} changes nothing above {cap.limit}={limit}: {cap.why}; "
+                   f"the run is the same as with {cap.key}={limit}")
+        log.warning("spec.setting_capped", message=message, key=cap.key, limit=cap.limit,
+                    where=f"{spec.path or 'the spec'}, key {cap.key}",
+                    hint=f"raise {cap.limit} too, or set {cap.key} to at most {limit}")
         messages.append(message)
     return messages

@@ -1,6 +1,7 @@
 """Building a plugin from a walk-through page's own code blocks (shared by the docs tests).
 
-Each Python block that starts with a `# path` comment is that file; the TOML block with
+Each Python block that starts with a `# path` comment is that file; a block whose info string
+names a file (```` ```jsonl title="data/train.jsonl" ````) is that file; the TOML block with
 `[build-system]` is `pyproject.toml` (its dependencies emptied: the core is importable here);
 the YAML block is `spec.yaml`. The plugin is installed with real pip, offline (`--no-deps
 --no-build-isolation`), into a target folder put on PYTHONPATH for the commands run.
@@ -19,9 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def walkthrough_files(doc: Path) -> dict[str, str]:
     files = {}
-    for lang, body in re.findall(r"```(\w+)\n(.*?)```", doc.read_text(encoding="utf-8"), re.S):
+    for lang, info, body in re.findall(r"```(\w+)([^\n]*)\n(.*?)```", doc.read_text(encoding="utf-8"), re.S):
         first = body.splitlines()[0]
-        if lang == "toml" and "[build-system]" in body:
+        if title := re.search(r'title="([^"]+)"', info):
+            files[title.group(1)] = body
+        elif lang == "toml" and "[build-system]" in body:
             files["pyproject.toml"] = body.replace('dependencies = ["beyondagent>=0.1"]', "dependencies = []")
         elif lang == "python" and (match := re.fullmatch(r"# (\S+\.py)", first)):
             files[match.group(1)] = body

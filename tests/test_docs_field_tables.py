@@ -1,6 +1,6 @@
 """The field tables of docs/writing-a-plugin.md match the records they describe.
 
-A third-party author reads what an explorer returns, what an advantage estimator receives and
+A third-party author reads the task JSONL format, what an explorer returns, what an advantage estimator receives and
 answers, and what an experience store keeps from these tables; every field of the record must
 be in its table, and every name in a table must exist on the record, so the tables stay true
 when a record grows a field.
@@ -16,7 +16,7 @@ import pytest
 
 from beyondagent_core.advantages import AdvantageBatch, Advantages, ScoredEpisode, Step
 from beyondagent_core.experience import Experience
-from beyondagent_core.types import Trajectory
+from beyondagent_core.types import Task, Trajectory
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "writing-a-plugin.md"
 
@@ -50,6 +50,7 @@ def tables(text: str) -> dict[str, list[str]]:
     ("Advantage estimators: the batch and the answer", Step),
     ("Advantage estimators: the batch and the answer", Advantages),
     ("Experience stores: records, persistence, `bind(run)`", Experience),
+    ("6. Use it in a spec", Task),  # the task JSONL format
 ])
 def test_each_record_has_a_table_of_exactly_its_fields(title: str, record: type) -> None:
     documented = tables(section(title))[f"`{record.__name__}`"]

@@ -2,7 +2,7 @@
 
 The walk-through's files are taken from its code blocks (each Python block starts with a
 `# path` comment; the TOML block is `pyproject.toml`; the YAML block is the spec), written to
-a temporary folder and installed with real pip (offline: `--no-deps --no-build-isolation`,
+a temporary folder (with the task file its `jsonl title=...` block shows) and installed with real pip (offline: `--no-deps --no-build-isolation`,
 with `dependencies` emptied because the core is already importable here). Then the real CLI
 lists the plugin, a dry run selects its mixer, a typo gets the promised message, and the
 plugin's own tests (which use the core's pytest kit) pass.
@@ -16,9 +16,6 @@ from pathlib import Path
 
 import docs_kit
 import pytest
-
-from beyondagent_core.jsonl import write_tasks
-from beyondagent_core.types import Task
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "writing-a-plugin.md"
@@ -42,6 +39,7 @@ def test_the_walkthrough_has_every_file() -> None:
     assert set(walkthrough_files()) == {
         "pyproject.toml", "spec.yaml", "beyondagent_plugin_easyfirst/__init__.py",
         "beyondagent_plugin_easyfirst/mixer.py", "tests/conftest.py", "tests/test_easyfirst.py",
+        "data/train.jsonl",  # the spec reads it: the page creates it
     }
 
 
@@ -52,12 +50,10 @@ def test_plugin_is_listed_and_selectable(installed: tuple[Path, Path]) -> None:
     assert plugin["status"] == "ok" and plugin["provides"] == {"mixer": ["easy_first"]}
     assert plugin["distribution"] == "beyondagent-plugin-easyfirst"
 
-    (package / "data").mkdir(exist_ok=True)
-    write_tasks(package / "data" / "train.jsonl",
-                [Task(task_id="b", metadata={"level": 2}), Task(task_id="a", metadata={"level": 1})])
     dry = run(["-m", "beyondagent_core.cli", "run", "spec.yaml", "--dry-run"], site, package)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "easy_first" in dry.stdout and "beyondagent-plugin-easyfirst 0.1.0" in dry.stdout
+    assert "original tasks: 2" in dry.stdout  # the page's data/train.jsonl, read by the `jsonl` source
 
     typo = run(["-m", "beyondagent_core.cli", "run", "spec.yaml", "mixture.difficulty_kye=level"], site, package)
     assert typo.returncode == 2

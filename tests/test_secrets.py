@@ -146,13 +146,29 @@ def test_a_url_in_a_printed_error_loses_its_credentials(cli, tmp_path: Path) -> 
 
 def test_the_saved_spec_masks_url_credentials_and_every_url_of_a_plugins_settings(tmp_path: Path,
                                                                                    monkeypatch) -> None:
-    from beyondagent_core.pipeline import prepare
+    import attrs
 
+    from beyondagent_core import SettingsSpec, hookimpl
+    from beyondagent_core.pipeline import prepare
+    from beyondagent_core.plugins import PluginManager
+
+    @attrs.define
+    class HubSettings:  # a plugin whose settings hold a secret-looking key (`plugins.settings` is checked)
+        hf_token: str = ""
+
+    class Hub:
+        @hookimpl
+        def beyondagent_settings(self):
+            return [SettingsSpec(name="hub", config_cls=HubSettings)]
+
+    manager = PluginManager().load()
+    manager.register(Hub(), "hub")
     monkeypatch.setenv("BA_TEST_HOOK", "json://hook-user:hook-pass@127.0.0.1:9/from-env")
     spec_path = write_basic_spec(tmp_path, mixer="original", tasks=1, run_name="r")
     session = prepare(spec_path, ["llm.model=m", "llm.base_url=http://eve:pw-654321@127.0.0.1:9/v1?api_key=k-123456",
-                                  "model.tokenizer=/models/tok", "plugins.settings.notify.hf_token=hf_abcdef",
-                                  "plugins.settings.notify.urls=[ntfy://literal-topic, '${oc.env:BA_TEST_HOOK}']"])
+                                  "model.tokenizer=/models/tok", "plugins.settings.hub.hf_token=hf_abcdef",
+                                  "plugins.settings.notify.urls=[ntfy://literal-topic, '${oc.env:BA_TEST_HOOK}']"],
+                      manager=manager)
     text = session.spec.redacted_yaml()
     for part in ("pw-654321", "k-123456", "literal-topic", "hook-pass", "from-env", "hf_abcdef"):
         assert part not in text

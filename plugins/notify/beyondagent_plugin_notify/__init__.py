@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from beyondagent_core import hookimpl
-from beyondagent_plugin_notify.watch import RunWatch, settings_of
+from beyondagent_core import SettingsSpec, hookimpl
+from beyondagent_plugin_notify.watch import NotifySettings, RunWatch, settings_of
 
-__all__ = ["beyondagent_run_finished", "beyondagent_run_started", "beyondagent_step_finished"]
+__all__ = ["beyondagent_run_finished", "beyondagent_run_started", "beyondagent_settings", "beyondagent_step_finished"]
 
 _watches: dict[str, RunWatch] = {}
+
+
+@hookimpl
+def beyondagent_settings() -> list[SettingsSpec]:
+    return [SettingsSpec(name="notify", config_cls=NotifySettings,
+                         summary="Where and when to send run notifications (urls, stall_minutes, events).")]
 
 
 @hookimpl

@@ -27,9 +27,18 @@ def _check_events(instance: Any, attribute: attrs.Attribute, value: list[str]) -
         raise ValueError(f"events: unknown {', '.join(unknown)} (known: {', '.join(EVENTS)})")
 
 
+def _check_urls(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    urls = [value] if isinstance(value, str) else value
+    if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+        raise ValueError(f"urls: a URL or a list of URLs, got {type(value).__name__}")
+
+
 @attrs.define
 class NotifySettings:
-    urls: list[str] = attrs.field(factory=list)
+    """`plugins.settings.notify`: `urls` (one apprise URL or a list; $BEYONDAGENT_NOTIFY_URLS adds
+    more), `stall_minutes` (a message when no step finishes for that long; 0: never), `events`."""
+
+    urls: Any = attrs.field(factory=list, validator=_check_urls)  # a str or a list of str
     stall_minutes: float = attrs.field(default=30.0, validator=number(ge=0))
     events: list[str] = attrs.field(factory=lambda: list(EVENTS), validator=_check_events)
 

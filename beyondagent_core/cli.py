@@ -35,7 +35,7 @@ from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
 BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "plugins", "env", "venv")
 # Commands first-party plugins add: typed without the plugin, each says what to install.
-PLUGIN_COMMANDS = {"view": "view", "verl": "verl", "appworld": "appworld"}
+PLUGIN_COMMANDS = {"view": "view", "verl": "verl", "appworld": "appworld", "model": "torch"}
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:

@@ -31,6 +31,8 @@ def test_view_without_its_plugin_says_what_to_install(monkeypatch: pytest.Monkey
     assert "`beyondagent view` comes with beyondagent-plugin-view" in err
     assert "hint: pip install beyondagent-plugin-view" in err
     assert cli.main(["verl", "setup"]) == 2 and "pip install beyondagent-plugin-verl" in capsys.readouterr().err
+    assert cli.main(["model", "list"]) == 2
+    assert "`beyondagent model` comes with beyondagent-plugin-torch" in capsys.readouterr().err
 
 
 def test_a_disabled_or_broken_view_plugin_is_named_as_such(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

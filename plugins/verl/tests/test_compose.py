@@ -83,3 +83,17 @@ def test_verl_setup_reports_the_venv_and_the_registered_agent_loop(verl_venv: An
     assert f"verl venv: ready at {verl_venv.path}" in out
     assert "verl 0.9.1" in out and "transformers 5.10" in out and "ray " in out
     assert "agent loop `beyondagent`: registered (beyondagent_plugin_verl.agent_loop.BeyondAgentLoop)" in out
+
+
+def test_a_known_model_name_resolves_in_verls_venv_to_the_shared_cache(verl_venv: Any) -> None:
+    """`model.path: smollm2-135m-instruct` with the verl backend: composed in verl's venv, the name
+    becomes the checkpoint the torch plugin fetched once (the same cache, nothing fetched again)."""
+    from beyondagent_plugin_torch.testing import real_model_cache, real_model_dir
+
+    fetched = real_model_dir()
+    env = {**verl_venv.environ(), "BEYONDAGENT_CACHE": str(real_model_cache())}
+    script = ("from beyondagent_plugin_verl.compose import resolve_model_path as r; "
+              "print(r('smollm2-135m-instruct')); print(r('/data/checkpoint'))")
+    result = verl_venv.run(["-c", script], timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == [str(fetched), "/data/checkpoint"]

@@ -8,6 +8,7 @@ key path instead of being ignored, and a block named after no installed plugin i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from beyondagent_core.errors import SpecError
@@ -19,14 +20,15 @@ SETTINGS_KIND = "settings"
 SETTINGS_PATH = "plugins.settings"
 
 
-def check_plugin_settings(settings: dict[str, Any], registry: Registry, where: str) -> dict[str, Any]:
+def check_plugin_settings(settings: dict[str, Any], registry: Registry, where: str,
+                          structured: Callable[..., Any]) -> dict[str, Any]:
     """Each block of `plugins.settings` checked against its plugin's schema; name -> config object.
 
-    A block for a plugin that is installed but disabled or broken is not checked (that plugin
-    will not read it, and `beyondagent plugins` says why).
+    `structured` is the spec's merge-and-check of a block over its config class (passed in: the
+    spec module calls this one, and an import back would be a cycle). A block for a plugin that
+    is installed but disabled or broken is not checked (that plugin will not read it, and
+    `beyondagent plugins` says why).
     """
-    from beyondagent_core.spec import structured
-
     checked: dict[str, Any] = {}
     for name, block in settings.items():
         key_path = f"{SETTINGS_PATH}.{name}"

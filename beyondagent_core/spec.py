@@ -422,7 +422,7 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
         resolved[section] = attrs.asdict(core[section])
     from beyondagent_core.plugin_settings import check_plugin_settings
 
-    check_plugin_settings(core["plugins"].settings, registry, where)
+    check_plugin_settings(core["plugins"].settings, registry, where, structured)
 
     tasks = _mapping(data.get("tasks"), "tasks", where)
     _check_keys(tasks, ("train", "val"), "tasks", where, "key")

@@ -108,6 +108,17 @@ def configure_logging(*, verbose: bool = False, level: str = "info") -> None:
         _pending = {"verbose": verbose, "level": level}
 
 
+class _CurrentStderr:
+    """`sys.stderr` as it is at each write, not at configuration: whoever swaps it (pytest's capsys,
+    an embedding app) and closes the old one must not leave the console logger writing to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def _threshold(*, verbose: bool, level: str) -> int:
     return logging.DEBUG if verbose else logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
 
@@ -127,7 +138,7 @@ def _configure(*, verbose: bool, level: str) -> None:
             structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(threshold),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=False,
     )
 

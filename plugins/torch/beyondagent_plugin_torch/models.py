@@ -210,6 +210,14 @@ def locate_checkpoint(path: str, *, where: str = "model.path", kind: str = "mode
     return path, hub_offline()
 
 
+def is_prepared_here(path: str) -> bool:
+    """Whether `path` names a model this plugin builds, fetches or converts (`tiny`, a known name,
+    a `.gguf` file) rather than a checkpoint directory or hub id used as it is."""
+    from beyondagent_plugin_torch.known_models import KNOWN_MODELS
+
+    return path == TINY or path in KNOWN_MODELS or path.lower().endswith(".gguf")
+
+
 def resolve_model_path(path: str, *, where: str = "model.path") -> str:
     """`model.path` as something transformers (or verl, or vLLM) loads: a local directory for
     `tiny`, known names and GGUF files (fetched, built or converted first when not cached); a

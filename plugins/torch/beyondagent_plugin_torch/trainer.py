@@ -99,10 +99,10 @@ class TorchBackend:
         name, a `.gguf` file) as its checkpoint directory, fetched or converted first unless `merge`
         is False (a dry run: where it would be); None for anything else (a directory: the core's)."""
         from beyondagent_plugin_torch.known_models import KNOWN_MODELS
-        from beyondagent_plugin_torch.models import TINY, resolve_model_path
+        from beyondagent_plugin_torch.models import is_prepared_here, resolve_model_path
 
         name = str(root)
-        if name not in KNOWN_MODELS and name != TINY and not (root.suffix.lower() == ".gguf" and root.is_file()):
+        if not is_prepared_here(name):
             return None
         if not merge and name in KNOWN_MODELS:
             from beyondagent_plugin_torch.model_fetch import fetched_dir

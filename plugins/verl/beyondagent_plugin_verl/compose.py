@@ -34,27 +34,19 @@ class ComposeError(Exception):
 def resolve_model_path(path: str) -> str:
     """`tiny`, a known model name (`smollm2-135m-instruct`) or a `.gguf` file -> the cached checkpoint
     directory the torch plugin builds, fetches or converts (once); anything else as is."""
-    if not _built_by_torch_plugin(path):
-        return path
     try:
-        from beyondagent_plugin_torch.models import resolve_model_path as resolve_with_torch_plugin
+        from beyondagent_plugin_torch.models import is_prepared_here, resolve_model_path as resolve_with_torch_plugin
     except ImportError as exc:
-        raise ComposeError(f"model.path is {path!r} but beyondagent-plugin-torch (which builds, fetches and converts "
-                           f"models) is not in verl's venv: {exc}", origin="model.path") from None
+        if path == "tiny" or path.lower().endswith(".gguf"):
+            raise ComposeError(f"model.path is {path!r} but beyondagent-plugin-torch (which builds, fetches and "
+                               f"converts models) is not in verl's venv: {exc}", origin="model.path") from None
+        return path
+    if not is_prepared_here(path):
+        return path
     try:
         return resolve_with_torch_plugin(path)
     except Exception as exc:  # noqa: BLE001 - a fetch or conversion error, said with the key it came from
         raise ComposeError(f"model.path {path!r} could not be prepared: {exc}", origin="model.path") from None
-
-
-def _built_by_torch_plugin(path: str) -> bool:
-    if path == "tiny" or path.lower().endswith(".gguf"):
-        return True
-    try:
-        from beyondagent_plugin_torch.known_models import KNOWN_MODELS
-    except ImportError:
-        return False
-    return path in KNOWN_MODELS
 
 
 def compose_base() -> Any:

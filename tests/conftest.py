@@ -20,6 +20,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _structlog_config_restored():
+    """A test that configures logging (the CLI in-process, `configure_logging`) must not leave its
+    level filter behind: `capture_logs` in a later test swaps processors only, so an INFO filter
+    left over silently drops the debug events that test counts."""
+    import structlog
+
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
 @attrs.frozen
 class CliResult:
     code: int

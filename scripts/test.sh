@@ -9,4 +9,4 @@ suites=(tests)
 for dir in plugins/*/tests; do
   [ -d "$dir" ] && suites+=("$dir")
 done
-python -m pytest -p no:cacheprovider "${suites[@]}" "$@"
+python -m pytest -p no:cacheprovider --durations=30 "${suites[@]}" "$@"

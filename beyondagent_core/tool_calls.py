@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import json
+import keyword
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -38,8 +39,7 @@ import attrs
 
 HERMES_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 FENCE = re.compile(r"^```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)\n?```$", re.DOTALL)
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")  # dotted names: math.factorial
-IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FORMATS: tuple[str, ...] = ("hermes", "json", "python")
 RESERVED_KEYS = ("name", "arguments", "parameters", "function")
 MAX_TEXT = 200_000  # longer model output is cut before parsing (a runaway generation)
 
@@ -161,26 +161,34 @@ def openai_call(name: str, arguments: dict[str, Any], index: int) -> dict[str, A
             "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
 
 
-def parse_tool_calls(text: str | None) -> ParsedCalls:
-    """The function calls in a model's text (see the module docstring); never raises."""
+def parse_tool_calls(text: str | None, formats: Sequence[str] = FORMATS) -> ParsedCalls:
+    """The function calls in a model's text (see the module docstring); never raises.
+
+    `formats` narrows what counts as a call: `hermes` (`<tool_call>` blocks), `json` (bare JSON),
+    `python` (`[f(a=1)]`, also inside tags); text in a format left out is prose, as it is to an
+    evaluator that expects one format (BFCL's Qwen FC handler reads only `<tool_call>` blocks).
+    """
+    unknown = set(formats) - set(FORMATS)
+    if unknown:
+        raise ValueError(f"unknown call formats {sorted(unknown)}; formats: {', '.join(FORMATS)}")
     text = (text or "")[:MAX_TEXT]
     found: list[tuple[str, dict[str, Any]]] = []
     errors: list[str] = []
-    blocks = list(HERMES_BLOCK.finditer(text))
+    blocks = list(HERMES_BLOCK.finditer(text)) if "hermes" in formats else []
     if blocks:
         for number, block in enumerate(blocks, 1):
             body = block.group(1).strip()
             if not block.group(0).rstrip().endswith("</tool_call>") and not body:
                 errors.append(f"call {number}: an opening <tool_call> tag with nothing after it")
                 continue
-            calls, problems = _parse_body(body)
+            calls, problems = _parse_body(body, python="python" in formats)
             found += calls
             errors += [f"call {number}: {problem}" for problem in problems]
         prose = HERMES_BLOCK.sub("", text).strip()
     else:
         body = _unfence(text.strip())
-        if _looks_like_calls(body):
-            calls, problems = _parse_body(body)
+        if _looks_like_calls(body, formats):
+            calls, problems = _parse_body(body, python="python" in formats, json_ok="json" in formats)
             found += calls
             errors += problems
             prose = ""
@@ -201,26 +209,32 @@ def _unfence(text: str) -> str:
     return match.group(1).strip() if match else text
 
 
-def _looks_like_calls(text: str) -> bool:
+def _looks_like_calls(text: str, formats: Sequence[str]) -> bool:
     """Text meant as calls: JSON or a bracketed list, or the whole text one `name(...)` call."""
-    if text.startswith(("{", "[")):
+    if "json" in formats and text.startswith("{"):
         return True
-    return re.match(r"^[A-Za-z_][\w.]*\s*\(", text) is not None and text.rstrip().endswith(")")
+    if text.startswith("["):
+        return "json" in formats or "python" in formats
+    return ("python" in formats and re.match(r"^[A-Za-z_][\w.]*\s*\(", text) is not None
+            and text.rstrip().endswith(")"))
 
 
-def _parse_body(body: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+def _parse_body(body: str, *, python: bool = True, json_ok: bool = True) -> tuple[list[tuple[str, dict[str, Any]]],
+                                                                                  list[str]]:
     """Calls from one block of text (JSON first, then Python call syntax), and one error per bad call."""
     if not body:
         return [], ["empty"]
-    if body.startswith(("{", "[")):
+    if json_ok and body.startswith(("{", "[")):
         try:
             value = json.loads(body)
         except ValueError as exc:
             json_error = f"not JSON ({exc.msg} at character {exc.pos})"
         else:
             return _from_json(value)
-        if body.startswith("{"):
+        if body.startswith("{") or not python:
             return [], [json_error]
+    if not python:
+        return [], ["not JSON"]
     return _from_python(body)
 
 
@@ -300,10 +314,15 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _identifier(text: Any) -> bool:
+    """A Python identifier (Unicode letters too: BFCL has `año_vehiculo`), not a keyword."""
+    return isinstance(text, str) and text.isidentifier() and not keyword.iskeyword(text)
+
+
 def _check_call(name: str, arguments: dict[str, Any]) -> str | None:
-    if not NAME.match(name):
+    if not all(_identifier(part) for part in name.split(".")):  # dotted names: math.factorial
         return f"{name[:40]!r} is not a function name"
-    bad = [key for key in arguments if not isinstance(key, str) or not IDENTIFIER.match(key)]
+    bad = [key for key in arguments if not _identifier(key)]
     if bad:
         return f"{name}: argument names must be identifiers, got {', '.join(repr(key)[:30] for key in bad[:3])}"
     try:

@@ -187,3 +187,16 @@ def test_tool_responses_and_call_arguments() -> None:
     assert tool_responses(["1", "{}"]) == "<tool_response>\n1\n</tool_response>\n<tool_response>\n{}\n</tool_response>"
     assert call_arguments({"function": {"name": "f", "arguments": "[1]"}}) == {}
     assert call_arguments({"function": {"name": "f", "arguments": {"a": 1}}}) == {"a": 1}
+
+
+def test_formats_narrow_what_counts_as_a_call() -> None:
+    hermes = '<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>'
+    assert parse_tool_calls(hermes, formats=("hermes",)).names == ["ls"]
+    assert parse_tool_calls(hermes, formats=("python",)).calls == []       # prose to a python-only reader
+    assert parse_tool_calls("[ls(a=True)]", formats=("hermes",)).calls == []
+    assert parse_tool_calls("[ls(a=True)]", formats=("hermes",)).errors == []
+    assert parse_tool_calls("[ls(a=True)]", formats=("python",)).names == ["ls"]
+    assert parse_tool_calls('{"name": "ls", "arguments": {}}', formats=("python",)).calls == []
+    assert parse_tool_calls("<tool_call>ls(a=True)</tool_call>", formats=("hermes",)).malformed == 1
+    with pytest.raises(ValueError, match="unknown call formats"):
+        parse_tool_calls("x", formats=("xml",))

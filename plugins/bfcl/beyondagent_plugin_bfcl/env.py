@@ -1,0 +1,323 @@
+"""The `bfcl` env: one BFCL entry per episode, the agent's calls run on BFCL's own backends.
+
+Runs only in the plugin's venv (it imports `bfcl_eval`); the core serves it there
+(`env.service: launch`). Entries come from BFCL's own loader (`load_dataset_entry`: functions
+of the involved classes, held-out `miss_func` docs, the Python hint on every description).
+
+Multi-turn (`multi_turn_*`): `reset` creates fresh instances of the entry's backend classes
+(BFCL's `execute_multi_turn_func_call` under an episode-unique name, so no two episodes share
+one) loaded with the entry's initial state, and shows the first user turn. Each `step` reads
+the calls in the assistant's message (`beyondagent_core.tool_calls`), runs them, and answers
+with the results (errors as BFCL words them) in `<tool_response>` blocks. A message with no
+valid call ends the user's turn, as in BFCL's inference loop: the next turn's user message
+follows, or, for a `miss_func` turn, the held-out functions with BFCL's "I have updated some
+more functions" prompt (always in the message: the conversation stays append-only). More than
+`max_steps_per_turn` steps in one turn force-quits the entry (BFCL's rule); the last turn ended
+terminates the episode.
+
+Single-turn (AST and relevance categories): one step; the calls are recorded and the episode ends.
+
+`evaluate()` calls BFCL's checkers (`checking.py`): 1/0 is BFCL's own verdict; `reward: turns`
+adds partial credit for multi-turn (turns passed / turns). Malformed calls are counted per step
+(`info["malformed_calls"]`) and in the reward's details; they never raise.
+
+Exploration (`explore.py`): `valid_actions()` lists calls that read the backends' state,
+`describe_achieved()` turns the calls that changed it into tasks BFCL's checker can verify.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import itertools
+import os
+import uuid
+from typing import Any
+
+from beyondagent_core import Reward, Task
+from beyondagent_core.protocols import EnvReset, EnvStep, Message
+from beyondagent_core.tool_calls import ParsedCalls, parse_tool_calls, tool_responses
+from beyondagent_plugin_bfcl import calls as call_texts
+from beyondagent_plugin_bfcl import checking, explore
+from beyondagent_plugin_bfcl.config import BFCLConfig, category_of, kind_of, split_of
+
+_episodes = itertools.count(1)
+# What each style reads as calls, as BFCL's handlers do: Qwen FC decodes only `<tool_call>` blocks,
+# the prompting handlers only a Python call list.
+FORMATS = {"tools": ("hermes",), "prompting": ("python",)}
+
+
+@functools.lru_cache(maxsize=32)
+def _entries(category: str) -> dict[str, dict[str, Any]]:
+    from bfcl_eval.utils import load_dataset_entry
+
+    return {item["id"]: item for item in load_dataset_entry(category)}
+
+
+@functools.lru_cache(maxsize=32)
+def _answers(category: str) -> dict[str, Any]:
+    from bfcl_eval.utils import load_ground_truth_entry
+
+    try:
+        return {item["id"]: item["ground_truth"] for item in load_ground_truth_entry(category)}
+    except FileNotFoundError:  # irrelevance categories have none
+        return {}
+
+
+def bfcl_entry(task_id: str) -> dict[str, Any]:
+    """BFCL's prepared entry of `task_id` (a copy); KeyError naming what ids look like."""
+    category = category_of(task_id)
+    found = _entries(category).get(task_id)
+    if found is None:
+        count = len(_entries(category))
+        raise KeyError(f"BFCL has no task {task_id!r}: {category} has {count} tasks, "
+                       f"{category}_0 ... in BFCL's numbering")
+    return copy.deepcopy(found)
+
+
+def bfcl_answer(task_id: str) -> Any:
+    return copy.deepcopy(_answers(category_of(task_id)).get(task_id))
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters not shown ...]"
+
+
+def additional_functions_prompt(functions: list[dict[str, Any]]) -> str:
+    from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING
+
+    return DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_PROMPTING.format(functions=functions)
+
+
+class BFCLEnv:
+    """One BFCL entry at a time (see the module docstring)."""
+
+    def __init__(self, config: BFCLConfig | None = None):
+        self.config = config or BFCLConfig()
+        self.task: Task | None = None
+        self.entry: dict[str, Any] = {}
+        self.category = ""
+        self.kind = ""
+        self._close_episode()
+
+    # --- the episode ---------------------------------------------------------------------
+
+    def reset(self, task: Task) -> EnvReset:
+        self._close_episode()
+        world = task.seed_task_id if task.origin == "synthetic" and task.seed_task_id else task.task_id
+        try:
+            entry = bfcl_entry(world)
+        except KeyError as exc:
+            raise ValueError(f"task {task.task_id!r}: {exc.args[0]}") from None
+        goal = (task.metadata or {}).get("goal")
+        self.goal = explore.check_goal(goal) if goal is not None else None
+        self.task, self.entry = task, entry
+        self.category, self.kind = category_of(world), kind_of(category_of(world))
+        self.ground_truth = bfcl_answer(world)
+        questions = [list(turn) for turn in entry["question"]]
+        if self.goal is not None:  # a synthetic task: the seed's world, one turn, its own query
+            questions = [[{"role": "user", "content": task.query or self.goal["query"]}]]
+            self.ground_truth = [self.goal["calls"]]
+        elif task.query:
+            questions = [[{"role": "user", "content": task.query}]]
+        self.questions = questions
+        self.turn, self.steps_in_turn, self.decoded = 0, 0, [[]]
+        self.held_out = entry.get("missed_function", {}) if self.goal is None else {}
+        self.functions = list(entry["function"])
+        if self.kind == "multi_turn":
+            self.episode_name = f"ba_{os.getpid()}_{next(_episodes)}_{uuid.uuid4().hex[:8]}"
+            self.instances = self._instances()
+            self.known = {name for instance in self.instances.values() for name, _ in _public_methods(instance)}
+            self.state = explore.public_state(self.instances)
+            if self.goal is not None:  # goal calls run as BFCL's ground truth: methods of these backends only
+                unknown = sorted({call.split("(", 1)[0] for call in self.goal["calls"]} - self.known)
+                if unknown:
+                    raise ValueError(f"task {task.task_id!r}: its goal calls {', '.join(unknown)}, which no backend "
+                                     f"of {entry['id']} has")
+        messages = [dict(message) for message in questions[0]]
+        if self.config.style == "prompting":
+            from bfcl_eval.model_handler.utils import system_prompt_pre_processing_chat_model
+
+            messages = system_prompt_pre_processing_chat_model(messages, self.functions, entry["id"])
+        info = {"task_id": task.task_id, "bfcl_id": entry["id"], "category": self.category, "kind": self.kind,
+                "style": self.config.style, "tools": self.functions, "turns": len(questions),
+                "split": split_of(entry["id"]), "pid": os.getpid()}
+        return EnvReset(messages=messages, info=info)
+
+    def step(self, action: Message) -> EnvStep:
+        if self.task is None:
+            raise RuntimeError("step() before reset(): open a task first")
+        parsed = self._parse(action)
+        self.malformed += parsed.malformed
+        if self.kind != "multi_turn":
+            self.answer_calls = call_texts.ast_form(parsed)
+            self.finished = True
+            return EnvStep(observation=[], terminated=True,
+                           info={"calls": len(parsed.calls), "malformed_calls": parsed.malformed})
+        if parsed.calls:
+            return self._run_calls(parsed)
+        return self._end_turn(parsed)
+
+    def evaluate(self) -> Reward:
+        if self.task is None:
+            return Reward(0.0, False, "no episode to evaluate: reset() was not called")
+        if self.kind == "multi_turn":
+            return self._evaluate_multi_turn()
+        if self.kind == "relevance":
+            verdict = checking.check_relevance(self.category, self.answer_calls or [])
+        elif not self.finished:
+            verdict = {"valid": False, "error_type": "ast_decoder:no_answer", "error": ["The episode gave no answer."]}
+        else:
+            verdict = checking.check_ast(self.entry, self.ground_truth, self.answer_calls, style=self.config.style)
+        return self._reward(verdict, partial=None)
+
+    def close(self) -> None:
+        self._close_episode()
+
+    # --- optional methods -----------------------------------------------------------------
+
+    def preload(self) -> None:
+        """Import BFCL's checkers and backends once per worker, before episodes."""
+        import bfcl_eval.eval_checker.ast_eval.ast_checker  # noqa: F401
+        import bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker  # noqa: F401
+
+    def task_ids(self, split: str) -> list[str]:
+        from beyondagent_plugin_bfcl.config import MULTI_TURN
+
+        ids = [task_id for category in MULTI_TURN for task_id in _entries(category)]
+        return ids if split == "all" else [task_id for task_id in ids if split_of(task_id) == split]
+
+    def valid_actions(self) -> list[str]:
+        """Calls (as `<tool_call>` text) that read the backends' state (`explore.py`)."""
+        if self.task is None or self.kind != "multi_turn":
+            return []
+        return explore.read_actions(self.instances, {doc["name"] for doc in self.functions})
+
+    def describe_achieved(self) -> list[dict[str, Any]]:
+        """Tasks this episode's state-changing calls achieved, each verifiable by BFCL's checker."""
+        if self.task is None or self.kind != "multi_turn":
+            return []
+        return explore.achieved_goals(self.executed, self.entry["id"])
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _parse(self, action: Message) -> ParsedCalls:
+        content = str(action.get("content") or "")
+        parsed = parse_tool_calls(content, formats=FORMATS[self.config.style])
+        structured = action.get("tool_calls")
+        if not parsed.calls and not parsed.errors and isinstance(structured, list) and structured:
+            return parse_tool_calls(call_texts.hermes_text(
+                [(call.get("function", {}).get("name", ""), _arguments(call)) for call in structured
+                 if isinstance(call, dict)]))
+        return parsed
+
+    def _instances(self) -> dict[str, Any]:
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+
+        _, instances = execute_multi_turn_func_call(
+            [], self.entry["initial_config"], self.entry["involved_classes"], self.episode_name, self.entry["id"],
+            long_context="long_context" in self.category, is_evaL_run=False)
+        return instances
+
+    def _run_calls(self, parsed: ParsedCalls) -> EnvStep:
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+
+        texts = call_texts.execution_texts(parsed, self.known)
+        results, _ = execute_multi_turn_func_call(
+            texts, self.entry["initial_config"], self.entry["involved_classes"], self.episode_name,
+            self.entry["id"], long_context="long_context" in self.category, is_evaL_run=False)
+        self.decoded[self.turn].append(texts)
+        after = explore.public_state(self.instances)
+        changed, self.state = after != self.state, after
+        for index, (text, result) in enumerate(zip(texts, results, strict=True)):
+            ok = not result.startswith("Error during execution")
+            self.executed.append({"call": text, "ok": ok, "changed": changed and ok and index == len(texts) - 1})
+        self.steps_in_turn += 1
+        info = {"calls": len(texts), "malformed_calls": parsed.malformed, "turn": self.turn,
+                "errors": sum(result.startswith("Error during execution") for result in results)}
+        observation = tool_responses(truncate(result, self.config.max_output_chars) for result in results)
+        if parsed.errors:
+            observation += "\n" + "\n".join(f"Malformed call, not run: {error}" for error in parsed.errors)
+        if self.steps_in_turn > self.config.max_steps_per_turn:
+            self.force_quit = True
+            info["ended_by"] = "step_limit"
+            return EnvStep(observation=[{"role": "user", "content": observation}], terminated=True, info=info)
+        return EnvStep(observation=[{"role": "user", "content": observation}], info=info)
+
+    def _end_turn(self, parsed: ParsedCalls) -> EnvStep:
+        info: dict[str, Any] = {"calls": 0, "malformed_calls": parsed.malformed, "turn": self.turn,
+                                "ended_turn": True}
+        self.turn += 1
+        self.steps_in_turn = 0
+        if self.turn >= len(self.questions):
+            self.finished = True
+            return EnvStep(observation=[], terminated=True, info=info)
+        self.decoded.append([])
+        messages = [dict(message) for message in self.questions[self.turn]]
+        added = self.held_out.get(str(self.turn))
+        if added:
+            self.functions += added
+            messages = [{"role": "user", "content": additional_functions_prompt(added)}]
+            info["functions_added"] = [doc["name"] for doc in added]
+        return EnvStep(observation=messages, info=info)
+
+    def _evaluate_multi_turn(self) -> Reward:
+        decoded = self.decoded if self.finished else self.decoded[: self.turn]
+        verdict = checking.check_multi_turn(self.entry, self.ground_truth, decoded, style=self.config.style,
+                                            force_quit=self.force_quit or not self.finished)
+        partial = None
+        if self.config.reward == "turns":
+            passed = len(self.ground_truth) if verdict["valid"] else checking.turns_passed(
+                self.entry, self.ground_truth, decoded, style=self.config.style)
+            partial = passed / len(self.ground_truth)
+        return self._reward(verdict, partial=partial)
+
+    def _reward(self, verdict: dict[str, Any], *, partial: float | None) -> Reward:
+        official = bool(verdict.get("valid"))
+        error = verdict.get("error_message") or verdict.get("error") or ""
+        if isinstance(error, list):
+            error = "; ".join(map(str, error))
+        reason = "BFCL: pass" if official else f"BFCL: fail ({verdict.get('error_type', '?')}): {str(error)[:300]}"
+        details = {"official": official, "category": self.category, "bfcl_id": self.entry.get("id"),
+                   "error_type": None if official else verdict.get("error_type"),
+                   "malformed_calls": self.malformed, "reward": self.config.reward,
+                   "turns_reached": min(self.turn + 1, len(self.questions)) if self.kind == "multi_turn" else 1}
+        if self.goal is not None:
+            details["goal"] = self.goal
+        score = float(official)
+        if partial is not None and not official:
+            score = partial
+            details["partial"] = partial
+            reason += f"; partial credit {partial:.2f} (turns passed before the first failure)"
+        return Reward(score, official, reason, details)
+
+    def _close_episode(self) -> None:
+        name = getattr(self, "episode_name", None)
+        if name:
+            checking.forget_instances(name)
+        self.episode_name, self.instances, self.known = None, {}, set()
+        self.decoded: list[list[list[str]]] = [[]]
+        self.executed: list[dict[str, Any]] = []
+        self.state: dict[str, Any] = {}
+        self.answer_calls: list[dict[str, Any]] | None = None
+        self.turn, self.steps_in_turn, self.malformed = 0, 0, 0
+        self.finished, self.force_quit = False, False
+        self.goal = None
+        self.questions: list[list[dict[str, Any]]] = []
+        self.held_out: dict[str, Any] = {}
+        self.functions: list[dict[str, Any]] = []
+        self.ground_truth: Any = None
+
+
+def _public_methods(instance: Any) -> list[tuple[str, Any]]:
+    return [(name, method) for name, method in inspect.getmembers(instance, predicate=inspect.ismethod)
+            if not name.startswith("_")]
+
+
+def _arguments(call: dict[str, Any]) -> dict[str, Any]:
+    from beyondagent_core.tool_calls import call_arguments
+
+    return call_arguments(call)

@@ -196,7 +196,7 @@ def multi_turn_outputs(task_id: str, style: str) -> dict[str, list[list[str]]]:
         wrong_calls = changed(turns[first])
         if wrong_calls is not None:
             outputs["one_call_changed"] = [*right[:first], [as_text(wrong_calls, style), DONE], *right[first + 1:]]
-        broken = MALFORMED if style == "tools" else "[ls(a=True)"
+        broken = MALFORMED if style == "tools" else "[ls(a=True"
         outputs["malformed"] = [*right[:first], [broken], *right[first + 1:]]
         unknown = [("no_such_function", {"x": 1}), *turns[first]]
         outputs["unknown_function"] = [*right[:first], [as_text(unknown, style), DONE], *right[first + 1:]]
@@ -210,13 +210,13 @@ def single_turn_outputs(task_id: str, style: str) -> dict[str, str]:
     if "irrelevance" in category:
         guess = (first["name"], {key: "x" for key in first["parameters"].get("required", [])})
         return {"right": "None of the functions can answer this.", "one_call_changed": as_text([guess], style),
-                "malformed": MALFORMED if style == "tools" else "[f(a=1)"}
+                "malformed": MALFORMED if style == "tools" else "[f(a=1"}
     if category == "live_relevance":
         call = (first["name"], {key: "x" for key in first["parameters"].get("required", [])})
         return {"right": as_text([call], style), "no_call": "I will not call anything."}
     calls = ast_answer(bfcl_answer(task_id), entry["function"])
     outputs = {"right": as_text(calls, style), "no_call": "I cannot do that.",
-               "malformed": MALFORMED if style == "tools" else "[f(a=1)",
+               "malformed": MALFORMED if style == "tools" else "[f(a=1",
                "unknown_function": as_text([("no_such_function", {"x": 1}), *calls[1:]], style)}
     wrong = changed(calls)
     if wrong is not None:

@@ -265,9 +265,13 @@ class BFCLEnv:
         return EnvStep(observation=messages, info=info)
 
     def _evaluate_multi_turn(self) -> Reward:
-        decoded = self.decoded if self.finished else self.decoded[: self.turn]
+        # An episode cut in its last turn (the workflow's max_turns, a replayed reference) is judged on
+        # what it did; cut in an earlier turn, it fails as BFCL fails a force-terminated entry.
+        last_turn = self.turn == len(self.questions) - 1
+        ended = self.finished or last_turn
+        decoded = self.decoded if ended else self.decoded[: self.turn]
         verdict = checking.check_multi_turn(self.entry, self.ground_truth, decoded, style=self.config.style,
-                                            force_quit=self.force_quit or not self.finished)
+                                            force_quit=self.force_quit or not ended)
         partial = None
         if self.config.reward == "turns":
             passed = len(self.ground_truth) if verdict["valid"] else checking.turns_passed(

@@ -112,5 +112,15 @@ def print_summary(result: dict[str, Any]) -> None:
                       f"[{low_high[0]:.3f}, {low_high[1]:.3f}]" if low_high else "")
     console = Console()
     console.print(table)
+    groups = result.get("by_group") or {}
+    if groups:  # tasks with metadata["eval_group"] (BFCL: its category)
+        avg = f"avg@{result['settings']['k']}"
+        by_group = Table(title="by group (task metadata eval_group)")
+        for column in ("group", "tasks", "pass@1", avg):
+            by_group.add_column(column, justify="left" if column == "group" else "right")
+        for group, numbers in groups.items():
+            by_group.add_row(group, str(numbers.get("tasks", 0)), f"{numbers.get('pass@1', 0.0):.3f}",
+                             f"{numbers.get(avg, 0.0):.3f}")
+        console.print(by_group)
     console.print(f"wrote {result['out']}/eval.json and eval.html")
     print(json.dumps({key: value for key, value in summary.items() if not key.endswith("_ci95")}))

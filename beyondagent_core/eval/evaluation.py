@@ -26,7 +26,7 @@ import attrs
 from beyondagent_core.context import RunContext, RunInfo
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
 from beyondagent_core.eval.settings import EvalSettings
-from beyondagent_core.eval.stats import Sample, by_origin, summarize, task_row
+from beyondagent_core.eval.stats import Sample, by_group, by_origin, summarize, task_row
 from beyondagent_core.jsonl import BadRecords, append_jsonl, cut_torn_tail
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
 from beyondagent_core.logs import get_logger
@@ -172,7 +172,8 @@ def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[
 
 def sample_of(task: Task, index: int, trajectory: Trajectory) -> Sample:
     reward = trajectory.reward
-    return Sample(task_id=task.task_id, origin=task.origin, index=index,
+    group = (task.metadata or {}).get("eval_group")
+    return Sample(task_id=task.task_id, origin=task.origin, index=index, group=group if isinstance(group, str) else None,
                   score=0.0 if reward is None else float(reward.score),
                   success=bool(reward is not None and reward.success),
                   turns=sum(1 for turn in trajectory.turns if turn.role == "assistant"), error=trajectory.error)
@@ -243,6 +244,7 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
         "model": model.describe(), "spec": str(spec.path), "settings": attrs.asdict(settings),
         "summary": summarize(samples, settings.k, seed=settings.seed),
         "by_origin": by_origin(samples, settings.k, seed=settings.seed),
+        "by_group": by_group(samples, settings.k, seed=settings.seed),
         "tasks": [task_row(task_id, group) for task_id, group in by_task.items()],
         "episodes": str(episodes_path),
     }

@@ -41,6 +41,11 @@ def write_page(result: dict[str, Any], path: Path) -> None:
         for origin, summary in result["by_origin"].items():
             parts += [f"<h3>{html.escape(origin)}</h3><table><tr><th>metric</th><th>value</th></tr>",
                       *_headline(summary), "</table>"]
+    if result.get("by_group"):
+        parts.append("<h2>By group</h2>")
+        for group, summary in result["by_group"].items():
+            parts += [f"<h3>{html.escape(group)}</h3><table><tr><th>metric</th><th>value</th></tr>",
+                      *_headline(summary), "</table>"]
     columns = ("task_id", "origin", "n", "successes", "mean_score", "best_score", "mean_turns", "errors")
     parts.append("<h2>Tasks</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>")
     for row in result["tasks"]:

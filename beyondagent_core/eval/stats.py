@@ -8,6 +8,10 @@ Per task with n samples, c of them successful and scores s_1..s_n:
   success rate;
 - turns: the mean number of model turns per episode; errors: episodes that failed to run.
 
+`by_group` gives the same numbers per group of tasks, a task's group being its
+`metadata["eval_group"]` (the `bfcl` task source sets it to BFCL's category, so an eval
+reports BFCL's accuracy, pass@1, per category).
+
 Confidence intervals are 95% percentile bootstraps over tasks (the unit that was sampled),
 seeded so a report is reproducible. Pure Python: no numpy needed.
 """
@@ -36,6 +40,7 @@ class Sample:
     success: bool
     turns: int
     error: str | None = None
+    group: str | None = None  # the task's metadata["eval_group"], when it has one
 
 
 def pass_at(n: int, c: int, j: int) -> float:
@@ -109,6 +114,15 @@ def bootstrap(rows: list[dict[str, Any]], statistic: Callable[[list[dict[str, An
     rng = random.Random(seed)
     values = sorted(statistic([rng.choice(rows) for _ in rows]) for _ in range(samples))
     return values[int(0.025 * (samples - 1))], values[int(math.ceil(0.975 * (samples - 1)))]
+
+
+def by_group(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """`summarize` per `eval_group` (tasks without one are left out; {} when none has one)."""
+    groups: dict[str, list[Sample]] = {}
+    for sample in samples:
+        if sample.group is not None:
+            groups.setdefault(sample.group, []).append(sample)
+    return {group: summarize(chosen, k, seed=seed) for group, chosen in sorted(groups.items())}
 
 
 def by_origin(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, dict[str, Any]]:

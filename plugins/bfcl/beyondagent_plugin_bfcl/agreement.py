@@ -10,6 +10,10 @@ and prints one JSON object. For every task of each category (or the first `--lim
   suffix, a number +1, a boolean flipped); our verdict and BFCL's own evaluator's
   (`eval_runner._evaluate_single_*_entry` with the Qwen handler that decodes that format) on
   the same text, `changed_fail` counting BFCL's zeros and `changed_agree` the equal verdicts.
+With `--episodes FILE` (an eval's `episodes.jsonl`) it scores recorded episodes with BFCL's own
+evaluator instead, split into turns as BFCL's inference loop splits them, and prints BFCL's
+accuracy per category beside ours.
+
 - `scripted`: a scripted policy's outputs, right, wrong (one call changed), malformed (a broken
   `<tool_call>` block), a call to an unknown function, and no call at all, each judged both ways;
   `agreement` = equal verdicts / outputs.
@@ -268,15 +272,65 @@ def run(categories: list[str], *, limit: int = 0, style: str = "tools",
     return report
 
 
+def turns_of(task_id: str, replies: list[str], bfcl: Any, max_steps: int = 20) -> list[list[str]]:
+    """Recorded assistant messages split into BFCL's per-turn, per-step result shape, the way BFCL's
+    inference loop splits them: a message its handler decodes to no call ends the turn."""
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import is_empty_execute_response
+
+    turns: list[list[str]] = [[]]
+    for reply in replies:
+        turns[-1].append(reply)
+        try:
+            ends = is_empty_execute_response(bfcl.decode_execute(reply, has_tool_call_tag=False))
+        except Exception:  # noqa: BLE001 - BFCL: "Failed to decode the model response. Proceed to next turn."
+            ends = True
+        if ends or len(turns[-1]) > max_steps:
+            turns.append([])
+    return turns[:-1] if not turns[-1] else turns
+
+
+def score_episodes(path: str, style: str) -> dict[str, Any]:
+    """BFCL's own accuracy per category on the episodes of an eval's `episodes.jsonl` (originals only)."""
+    bfcl = handler(style)
+    per: dict[str, list[bool]] = {}
+    ours_per: dict[str, list[bool]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            trajectory, sample = record["trajectory"], record["sample"]
+            task = trajectory["task"]
+            if task.get("origin", "original") != "original":
+                continue
+            task_id = task["task_id"]
+            category = task_id.rsplit("_", 1)[0]
+            replies = [turn["content"] for turn in trajectory["turns"] if turn["role"] == "assistant"]
+            if kind_of(category) == "multi_turn":
+                outputs: Any = turns_of(task_id, replies, bfcl)
+            else:
+                outputs = replies[0] if replies else ""
+            per.setdefault(category, []).append(theirs(task_id, outputs, style, bfcl))
+            ours_per.setdefault(category, []).append(bool(sample["success"]))
+    return {category: {"episodes": len(verdicts), "bfcl_accuracy": sum(verdicts) / len(verdicts),
+                       "our_accuracy": sum(ours_per[category]) / len(verdicts),
+                       "agree": sum(a == b for a, b in zip(verdicts, ours_per[category], strict=True))}
+            for category, verdicts in sorted(per.items())}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m beyondagent_plugin_bfcl.agreement")
     parser.add_argument("--categories", nargs="+", default=["all"])
     parser.add_argument("--limit", type=int, default=0, help="the first N tasks of each category (0: all)")
     parser.add_argument("--style", choices=("tools", "prompting"), default="tools")
+    parser.add_argument("--episodes", help="an eval's episodes.jsonl: BFCL's accuracy per category on it")
     args = parser.parse_args(argv)
     import contextlib
     import io
 
+    if args.episodes:
+        with contextlib.redirect_stdout(io.StringIO()):
+            scored = score_episodes(args.episodes, args.style)
+        print(json.dumps(scored))
+        return 0
     with contextlib.redirect_stdout(io.StringIO()):  # BFCL's code prints as it goes
         report = run(check_categories(args.categories), limit=args.limit, style=args.style,
                      progress=lambda line: print(line, file=sys.stderr))

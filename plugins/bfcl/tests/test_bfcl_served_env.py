@@ -73,7 +73,7 @@ def test_ground_truth_calls_solve_a_multi_turn_task(server: Any) -> None:
     reward = trajectory.reward
     assert trajectory.terminated and reward.success and reward.score == 1.0, reward.reason
     assert reward.details["official"] and reward.details["category"] == "multi_turn_base"
-    assert trajectory.metrics["calls"] == 11 and trajectory.metrics["malformed_calls"] == 0
+    assert trajectory.metrics["calls"] == 10 and trajectory.metrics["malformed_calls"] == 0
     assert trajectory.metrics["user_turns"] == 4
     system = policy.seen[0][0]
     assert system["role"] == "system" and "<tools>" in system["content"] and '"name": "mkdir"' in system["content"]

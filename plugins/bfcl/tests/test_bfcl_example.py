@@ -1,10 +1,11 @@
 """examples/bfcl.yaml end to end with the tiny model on a CPU, then `beyondagent eval` on it.
 
 Everything is real: BFCL's tasks, its backends and checkers in the BFCL venv behind the launched
-env service, LLM-free exploration (`random_actions`) with the hindsight summarizer, the ratio
-mixer, the tiny policy trained by the torch backend. Then `beyondagent eval` on the run's
+env service, the tiny policy trained by the torch backend. Then `beyondagent eval` on the run's
 checkpoint reports accuracy per BFCL category, and BFCL's own evaluator, run on the same
-recorded outputs, gives the same numbers.
+recorded outputs, gives the same numbers. Last, `beyondagent explore` with the example's explorer
+(`random_actions`, no LLM) and the hindsight summarizer on multi-turn seeds: every synthetic task
+it writes is solved by its own reference, judged by BFCL's checker through the env.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from typing import Any
 import pytest
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "bfcl.yaml"
-SMALL = ("model.path=tiny", "tasks.train.limit=2", "tasks.val.limit=1", "explore.max_explore_step=3",
-         "workflow.max_turns=3", "backend.max_new_tokens=8", "backend.max_episode_tokens=4096")
+SMALL = ("model.path=tiny", "tasks.train.limit=2", "tasks.val.limit=1", "backend.max_new_tokens=8")
 
 
 @pytest.mark.beyondagent_plugins("bfcl", "random_explorer", "mixers", "torch")
@@ -31,8 +31,6 @@ def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: A
     result = run_spec(EXAMPLE, f"run.output_dir={tmp_path / 'runs'}", *SMALL)
     seconds = time.monotonic() - started
     assert result.metrics["steps"] == 2 and result.metrics["train/episode_errors"] == 0.0
-    synthetic = [json.loads(line) for line in (result.run_dir / "synthetic_tasks.jsonl").read_text().splitlines()]
-    assert synthetic and all(task["metadata"]["goal"]["kind"] == "calls" for task in synthetic)
     samples = [json.loads(line)["trajectory"] for line in (result.run_dir / "samples.jsonl").read_text().splitlines()]
     assert samples and all(s["reward"]["reason"].startswith("BFCL: ") for s in samples)
     print(f"examples/bfcl.yaml, 2 steps: {seconds:.1f} s")
@@ -44,9 +42,9 @@ def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: A
     assert main(["eval", str(EXAMPLE), *SMALL, "tasks.val.limit=3", "--checkpoint", str(result.run_dir), "--k", "2",
                  "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "multi_turn_base" in printed and "simple_python" in printed
+    assert "simple_python" in printed and "parallel" in printed
     groups = json.loads((out / "eval.json").read_text())["by_group"]
-    assert set(groups) == {"multi_turn_base", "simple_python"}
+    assert set(groups) == {"simple_python", "multiple", "parallel"}
 
     venv = bfcl_venv
     scored = subprocess.run([str(venv.python), "-m", "beyondagent_plugin_bfcl.agreement", "--episodes",
@@ -56,3 +54,42 @@ def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: A
     for category, numbers in theirs.items():
         assert numbers["agree"] == numbers["episodes"], (category, numbers)
         assert groups[category]["pass@1"] == pytest.approx(numbers["bfcl_accuracy"])
+
+
+@pytest.mark.beyondagent_plugins("bfcl", "random_explorer", "mixers", "torch")
+def test_exploring_bfcls_backends_makes_tasks_bfcl_verifies(server: Any, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from beyondagent_plugin_bfcl.workflow import BFCLWorkflow
+
+    from beyondagent_core.cli import main
+    from beyondagent_core.envservice.client import EnvServiceClient
+    from beyondagent_core.jsonl import read_tasks
+    from beyondagent_core.types import Turn
+
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl")
+    assert main(["explore", str(EXAMPLE), f"run.output_dir={tmp_path}", "tasks.train.categories=[multi_turn_base]",
+                 "tasks.train.limit=3", "explore.n=2"]) == 0
+    synthetic = read_tasks(tmp_path / "bfcl" / "synthetic_tasks.jsonl")
+    assert synthetic and all(task.metadata["goal"]["kind"] == "calls" for task in synthetic)
+    assert all(task.seed_task_id.startswith("multi_turn_base_") for task in synthetic)
+
+    class Replay:
+        def __init__(self, actions: list[str]):
+            self.actions = [*actions, "Done."]
+
+        async def chat(self, messages: Any, **sampling: Any) -> Turn:
+            return Turn(role="assistant", content=self.actions.pop(0) if self.actions else "Done.")
+
+    async def solve(task: Any) -> Any:
+        client = EnvServiceClient(server.url, token=server.token)
+        try:
+            async with client.env("bfcl") as env:
+                return await BFCLWorkflow().run(task, env, Replay(list(task.ground_truth)))
+        finally:
+            await client.aclose()
+
+    for task in synthetic:
+        trajectory = asyncio.run(solve(task))
+        assert trajectory.reward.success, (task.query, trajectory.reward.reason)

@@ -43,6 +43,8 @@ from beyondagent_plugin_bfcl import checking, explore
 from beyondagent_plugin_bfcl.config import BFCLConfig, category_of, kind_of, split_of
 
 _episodes = itertools.count(1)
+ANSWERED = "[Your answer was recorded.]"  # the last observations (the env protocol wants one)
+OVER = "[The user has no more requests.]"
 # What each style reads as calls, as BFCL's handlers do: Qwen FC decodes only `<tool_call>` blocks,
 # the prompting handlers only a Python call list.
 FORMATS = {"tools": ("hermes",), "prompting": ("python",)}
@@ -155,7 +157,7 @@ class BFCLEnv:
         if self.kind != "multi_turn":
             self.answer_calls = call_texts.ast_form(parsed)
             self.finished = True
-            return EnvStep(observation=[], terminated=True,
+            return EnvStep(observation=[{"role": "user", "content": ANSWERED}], terminated=True,
                            info={"calls": len(parsed.calls), "malformed_calls": parsed.malformed})
         if parsed.calls:
             return self._run_calls(parsed)
@@ -185,9 +187,9 @@ class BFCLEnv:
         import bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker  # noqa: F401
 
     def task_ids(self, split: str) -> list[str]:
-        from beyondagent_plugin_bfcl.config import MULTI_TURN
+        from beyondagent_plugin_bfcl.config import CATEGORIES
 
-        ids = [task_id for category in MULTI_TURN for task_id in _entries(category)]
+        ids = [task_id for category in CATEGORIES for task_id in _entries(category)]
         return ids if split == "all" else [task_id for task_id in ids if split_of(task_id) == split]
 
     def valid_actions(self) -> list[str]:
@@ -254,7 +256,7 @@ class BFCLEnv:
         self.steps_in_turn = 0
         if self.turn >= len(self.questions):
             self.finished = True
-            return EnvStep(observation=[], terminated=True, info=info)
+            return EnvStep(observation=[{"role": "user", "content": OVER}], terminated=True, info=info)
         self.decoded.append([])
         messages = [dict(message) for message in self.questions[self.turn]]
         added = self.held_out.get(str(self.turn))

@@ -15,13 +15,73 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import pytest
 from beyondagent_plugin_bfcl.config import BFCLWorkflowConfig
 from beyondagent_plugin_bfcl.workflow import BFCLWorkflow
 
-from beyondagent_core import Task, Turn
+from beyondagent_core import EnvSpec, Reward, Task, Turn, hookimpl
 from beyondagent_core.envservice.client import EnvServiceClient, EnvServiceError
-from beyondagent_core.protocols import Message
+from beyondagent_core.protocols import EnvReset, EnvStep, Message
+from beyondagent_core.testing.contracts import EnvContract
+
+# --- the contract suite, through the service ----------------------------------------------------
+
+_LOOP: Any = None
+
+
+@attrs.define
+class ServedConfig:
+    url: str = ""
+    token: str = ""
+
+
+class ServedEnv:
+    """The sync `Env` protocol over the env service (test plumbing, not a double: the env is real)."""
+
+    def __init__(self, config: ServedConfig):
+        self.client = EnvServiceClient(config.url, token=config.token)
+        self.remote = self.client.env("bfcl")
+
+    def reset(self, task: Task) -> EnvReset:
+        return _LOOP.run(self.remote.reset(task))
+
+    def step(self, action: Message) -> EnvStep:
+        return _LOOP.run(self.remote.step(action))
+
+    def evaluate(self) -> Reward:
+        return _LOOP.run(self.remote.evaluate())
+
+    def close(self) -> None:
+        _LOOP.run(self.remote.close())
+        _LOOP.run(self.client.aclose())
+
+
+class ServedPlugin:
+    @hookimpl
+    def beyondagent_envs(self) -> list[EnvSpec]:
+        return [EnvSpec(name="bfcl_served", factory=ServedEnv, config_cls=ServedConfig,
+                        summary="the bfcl env through a launched env service")]
+
+
+class TestServedBFCLContract(EnvContract):
+    @pytest.fixture(autouse=True)
+    def _served(self, register_plugin: Any, loop_thread: Any) -> None:
+        global _LOOP
+        _LOOP = loop_thread
+        register_plugin(ServedPlugin(), name="bfcl_served")
+
+    @pytest.fixture
+    def implementation(self, server: Any) -> dict[str, Any]:
+        return {"name": "bfcl_served", "url": server.url, "token": server.token}
+
+    @pytest.fixture
+    def tasks(self) -> list[Task]:
+        return [Task(task_id="multi_turn_base_0", env="bfcl"), Task(task_id="simple_python_0", env="bfcl"),
+                Task(task_id="multi_turn_long_context_3", env="bfcl")]
+
+
+# --- whole episodes ------------------------------------------------------------------------------
 
 
 class ScriptedPolicy:

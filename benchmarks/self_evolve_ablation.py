@@ -1,7 +1,7 @@
-"""Offline ablation of the self-evolving mechanisms on FrozenLake with the tiny model.
+"""Offline ablation of the self-evolving mechanisms on FrozenLake, with the tiny model or a real one.
 
-Arms, each trained from the same random tiny policy with `examples/quickstart.yaml` (FrozenLake
-2x2 maps, torch backend, CPU) for `--steps` steps and `--seeds` seeds:
+Arms, each trained from the same policy with `examples/quickstart.yaml` (FrozenLake 2x2 maps,
+torch backend) for `--steps` steps and `--seeds` seeds. With the tiny model (the default):
 
 - `grpo`: the default advantage estimator;
 - `gigpo`: GiGPO's step-level advantages from anchor states (`backend.advantage.name=gigpo`);
@@ -9,6 +9,20 @@ Arms, each trained from the same random tiny policy with `examples/quickstart.ya
   `summarizer: hindsight`, `mode: mixed`) — only when beyondagent-plugin-experience is installed;
   `experience_keep` and `experience_hybrid` train on the guided samples with `experience.training`
   `keep` and `hybrid` instead of the default `strip` (not in the default `--arms`).
+
+With a real model (`--model smollm2-135m-instruct`, or any model path), AgentEvolver's table
+shape, on the quickstart's `smollm2` profile (lr 1e-5, temperature 0.7, 16 tokens a turn); the
+real model is the policy and, through `llm: policy`, every LLM role (explorer, summarizer, judge):
+
+- `grpo`: plain GRPO on the seed tasks;
+- `questioning`: + self-questioning: the model explores each seed map (`explore.mode: llm`), the
+  `llm` summarizer writes tasks from what it reached, deduplicated, mixed 1:1 with the seed tasks
+  (`mixture: ratio`) and graded by the model as `llm_judge` against their reference;
+- `navigating`: + self-navigating: lessons the model writes from finished episodes (`experience`,
+  `summarizer: llm`), retrieved into half of each group's prompts (`mode: mixed`, `strip`);
+- `attributing`: + self-attributing: ADCA-GRPO, the model labels each step GOOD/BAD for the
+  first `--prm-steps` steps;
+- `all`: the three together.
 
 Each run is `beyondagent run` in a child process (the same code path a user runs). Reported per
 arm: the training success rate (mean over seeds of a moving average over `--window` steps) at
@@ -19,6 +33,7 @@ last line is `success_ratio_vs_grpo: <arm>=X ...` (final success, arm / grpo).
     python benchmarks/self_evolve_ablation.py                    # 3 arms x 3 seeds x 40 steps
     python benchmarks/self_evolve_ablation.py --steps 10 --seeds 1 --arms grpo,gigpo   # a smoke run
     python benchmarks/self_evolve_ablation.py --arms grpo,gigpo --set tasks.train.size=3   # 3x3 maps
+    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --steps 10 --seeds 1
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "quickstart.yaml"
+REAL_MODEL_PROFILE = "smollm2"  # the quickstart's settings for a real instruct model
 ARMS = {
     "grpo": [],
     "gigpo": ["backend.advantage.name=gigpo"],
@@ -47,18 +63,61 @@ ARMS = {
                           "experience.training=hybrid"],
 }
 
+# AgentEvolver's three mechanisms, each a set of overrides on the real-model profile; `all` takes
+# the three. The model is every LLM role (`llm: policy`): nothing outside this machine is asked.
+QUESTIONING = [
+    "llm=policy",
+    "explore.name=random", "explore.mode=llm", "explore.n=1", "explore.workers=4", "explore.max_explore_step=6",
+    "explore.temperature=0.7",
+    "explore.summarizer={name: llm, max_tasks: 2, task_summary_history_length: 6, temperature: 0.7,"
+    " entities: [player P, start S, frozen ice F, holes H, goal G, rows, columns],"
+    " operations: [left, down, right, up], difficulty: one to three moves}",
+    "explore.filters=[{name: dedup, threshold: 0.8}]",
+    "synthetic_reward={name: llm_judge, mode: binary, k: 1}",
+    "mixture={name: ratio, synthetic_ratio: 0.5}",
+]
+NAVIGATING = ["llm=policy", "experience={name: experience, mode: mixed, ratio: 0.5, k: 3, training: strip,"
+              " summarizer: llm}"]
 
-def run_arm(arm: str, seed: int, steps: int, out: Path, extra: list[str]) -> list[dict]:
-    overrides = [*extra, *ARMS[arm], f"run.seed={seed}", f"run.name={arm}-{seed}", f"run.output_dir={out}",
+
+def attributing(prm_steps: int) -> list[str]:
+    # a judgement labels a few steps: 160 tokens are plenty (the default 1024 lets a rambling judge run on)
+    return ["llm=policy", f"backend.advantage={{name: adca, prm_steps: {prm_steps}, step_reward: 0.2, max_tokens: 160}}"]
+
+
+def real_model_arms(prm_steps: int) -> dict[str, list[str]]:
+    return {"grpo": [], "questioning": QUESTIONING, "navigating": NAVIGATING, "attributing": attributing(prm_steps),
+            "all": [*QUESTIONING, *NAVIGATING, *attributing(prm_steps)]}
+
+
+def finished_rows(metrics: Path, steps: int) -> list[dict] | None:
+    """The training rows of a run in `metrics` that reached `steps`, else None."""
+    if not metrics.is_file():
+        return None
+    rows = [row for row in read_rows(metrics) if "train/success_rate" in row]
+    return rows if rows and rows[-1].get("step") == steps else None
+
+
+def run_arm(arm: str, seed: int, steps: int, out: Path, extra: list[str], arms: dict[str, list[str]],
+            profile: list[str], resume: bool = False) -> list[dict]:
+    if resume and (rows := finished_rows(out / f"{arm}-{seed}" / "metrics.jsonl", steps)):
+        print(f"  {arm:<10} seed {seed}: finished before, read from {out / f'{arm}-{seed}'}", flush=True)
+        return read_rows(out / f"{arm}-{seed}" / "metrics.jsonl")
+    overrides = [*extra, *arms[arm], f"run.seed={seed}", f"run.name={arm}-{seed}", f"run.output_dir={out}",
                  f"backend.total_steps={steps}", "backend.eval_every=0", "backend.save_every=0", "backend.report=false"]
+    if any(override.startswith("experience") for override in arms[arm]):
+        overrides.append(f"experience.path={out / f'{arm}-{seed}-lessons.sqlite'}")  # each run its own lessons
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(SPEC), *overrides],
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(SPEC), *profile, *overrides],
                           cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"{arm} seed {seed} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    rows = [json.loads(line) for line in (out / f"{arm}-{seed}" / "metrics.jsonl").read_text().splitlines()]
     print(f"  {arm:<10} seed {seed}: {time.perf_counter() - started:6.1f} s", flush=True)
-    return [row for row in rows if "train/success_rate" in row]
+    return read_rows(out / f"{arm}-{seed}" / "metrics.jsonl")
+
+
+def read_rows(metrics: Path) -> list[dict]:
+    return [json.loads(line) for line in metrics.read_text().splitlines()]
 
 
 def moving_average(values: list[float], window: int) -> list[float]:
@@ -79,22 +138,41 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a spec override for every arm, e.g. --set tasks.train.size=3 (repeatable)")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the runs in --out that finished all their steps (an ablation run in parts)")
+    parser.add_argument("--model", default="tiny",
+                        help="tiny (the default arms) or a real model: a known name such as smollm2-135m-instruct or "
+                             "a checkpoint path (AgentEvolver's arms on the quickstart's smollm2 profile)")
+    parser.add_argument("--prm-steps", type=int, default=None,
+                        help="real model: steps the attributing arm asks the judge (default: all of them)")
     args = parser.parse_args()
+    real = args.model != "tiny"
+    arm_table = real_model_arms(args.prm_steps or args.steps) if real else ARMS
+    profile = ["--profile", REAL_MODEL_PROFILE, f"model.path={args.model}"] if real else []
+    if args.arms == parser.get_default("arms") and real:
+        args.arms = ",".join(arm_table)
     arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
+    unknown = [arm for arm in arms if arm not in arm_table]
+    if unknown:
+        raise SystemExit(f"unknown arm(s) {', '.join(unknown)} for {'a real model' if real else 'tiny'}: "
+                         f"pick from {', '.join(arm_table)}")
     if importlib.util.find_spec("beyondagent_plugin_experience") is None:
-        left_out = [arm for arm in arms if arm.startswith("experience")]
+        left_out = [arm for arm in arms if any(override.startswith("experience") for override in arm_table[arm])]
         if left_out:
             print(f"beyondagent-plugin-experience is not installed: {', '.join(left_out)} left out")
         arms = [arm for arm in arms if arm not in left_out]
     if arms[0] != "grpo":
         raise SystemExit("--arms must start with grpo: every ratio is against it")
     out = args.out or Path(tempfile.mkdtemp(prefix="ablation-"))
-    print(f"{len(arms)} arms x {args.seeds} seeds x {args.steps} steps; runs in {out}")
+    print(f"{len(arms)} arms x {args.seeds} seeds x {args.steps} steps, model {args.model}; runs in {out}")
 
     curves: dict[str, list[float]] = {}
+    validations: dict[str, list[list[float]]] = {}  # per arm and seed: val pass@1 before training .. after
     for seed in range(args.seeds):  # arms interleaved per seed: a drifting machine hits each alike
         for arm in arms:
-            rows = run_arm(arm, seed, args.steps, out, args.set)
+            all_rows = run_arm(arm, seed, args.steps, out, args.set, arm_table, profile, args.resume)
+            rows = [row for row in all_rows if "train/success_rate" in row]
+            validations.setdefault(arm, []).append([row["val/pass@1"] for row in all_rows if "val/pass@1" in row])
             curves.setdefault(arm, [0.0] * args.steps)
             smooth = moving_average([row["train/success_rate"] for row in rows], args.window)
             curves[arm] = [a + b / args.seeds for a, b in zip(curves[arm], smooth)]
@@ -111,6 +189,9 @@ def main() -> None:
         ratios = [curves[arm][m - 1] / base[m - 1] if base[m - 1] else float("nan") for m in marks]
         speed = reach["grpo"] / reach[arm] if reach["grpo"] and reach[arm] else float("nan")
         print(f"{arm:<12}" + "".join(f"{r:>10.2f}" for r in ratios) + f"{speed:>10.2f}")
+    print("\nvalidation pass@1 (the spec's val split and val_temperature), before -> after training, per seed")
+    for arm, per_seed in validations.items():
+        print(f"{arm:<12}" + "  ".join(f"{v[0]:.3f} -> {v[-1]:.3f}" if v else "-" for v in per_seed))
     plot(curves, out / "self_evolve_ablation.png", args)
     final = " ".join(f"{arm}={curves[arm][-1] / base[-1] if base[-1] else float('nan'):.2f}" for arm in arms[1:])
     print(f"success_ratio_vs_grpo: {final}")
@@ -127,7 +208,7 @@ def plot(curves: dict[str, list[float]], path: Path, args: argparse.Namespace) -
         axes.plot(range(1, len(curve) + 1), curve, label=arm)
     axes.axhline(args.threshold, color="grey", linestyle=":", linewidth=1)
     axes.set(xlabel="training step", ylabel=f"success (moving avg {args.window}, {args.seeds} seeds)",
-             title="FrozenLake 2x2, tiny model", ylim=(0, 1))
+             title=f"FrozenLake 2x2, {args.model}", ylim=(0, 1))
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)

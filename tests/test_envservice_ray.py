@@ -120,7 +120,7 @@ def test_a_create_that_times_out_kills_the_actor_building_it(tmp_path) -> None:
     host = RayHost(factory, RayOptions(num_cpus=0.1, envs_per_actor=2, max_actors=2))
     # open_timeout leaves a new actor's start time to spare on a loaded machine; the first build
     # takes far longer than it
-    with running_server(env_name="toy", host=host, call_timeout=1.0, open_timeout=8.0) as served:
+    with running_server(env_name="toy", host=host, call_timeout=1.0, open_timeout=20.0) as served:
         client = EnvServiceClient(served.url)
 
         async def main() -> None:

@@ -168,11 +168,22 @@ def test_a_call_past_the_timeout_fails_its_episode_and_closes_the_env_when_it_re
     from beyondagent_core.types import Turn
 
     envs: list[Walker] = []
+    release = threading.Event()  # the hung step returns only when the test says so: no race with the clock
 
     class SlowOnHang(Walker):
+        hangs = False
+
         def reset(self, task: Task) -> EnvReset:
-            self.step_seconds = 1.0 if task.task_id == "hang" else 0.0
+            self.hangs = task.task_id == "hang"
             return super().reset(task)
+
+        def step(self, action: dict) -> EnvStep:
+            if self.hangs:
+                self.events.append("step-start")
+                release.wait(timeout=60)
+                self.events.append("step-end")
+                return EnvStep(observation=[], terminated=False)
+            return super().step(action)
 
     def make_env() -> Walker:
         envs.append(SlowOnHang())
@@ -185,20 +196,20 @@ def test_a_call_past_the_timeout_fails_its_episode_and_closes_the_env_when_it_re
     async def main():
         runner = EpisodeRunner(workflow=ReactWorkflow(ReactConfig(max_turns=4)),
                                make_env=LocalEnvOpener(make_env, call_timeout=0.3))
-        started = time.perf_counter()
         tasks = [Task(task_id="hang", query=TASK.query, ground_truth=2), TASK, TASK]
         hung, *others = await asyncio.gather(*(runner.run(task, Right()) for task in tasks))
-        seconds = time.perf_counter() - started
-        slow = next(env for env in envs if env.step_seconds)
+        slow = next(env for env in envs if env.hangs)
         assert slow.close_calls == 0  # still stepping: closed by its own thread when the step returns
-        return hung, others, seconds, slow
+        return hung, others, slow
 
-    started = time.perf_counter()
-    hung, others, seconds, slow = asyncio.run(main())
-    assert seconds < 0.9 and time.perf_counter() - started < 0.9  # nobody waited for the hung step
-    assert hung.error is not None and "env.call_timeout=0.3" in hung.error and EnvCallTimeout.__name__ in hung.error
-    assert all(t.error is None and t.reward.success for t in others)
-    deadline = time.monotonic() + 5
+    try:
+        hung, others, slow = asyncio.run(main())  # returns while the hung step still blocks: nobody waited for it
+        assert hung.error is not None and "env.call_timeout=0.3" in hung.error and EnvCallTimeout.__name__ in hung.error
+        assert all(t.error is None and t.reward.success for t in others)
+        assert slow.events[-1] == "step-start" and slow.close_calls == 0
+    finally:
+        release.set()
+    deadline = time.monotonic() + 10
     while slow.close_calls == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert slow.events[-2:] == ["step-end", "close"] and slow.close_calls == 1

@@ -86,11 +86,11 @@ def assert_same(reused, fresh) -> None:
             assert lp_r == pytest.approx(lp_f, abs=1e-4)
 
 
-# The real model plays two turns, not three: it costs ~50 times tiny's per token.
+# The real model plays two turns, not three, in one batching mode: it costs ~50 times tiny's per
+# token, and the cache's bookkeeping under both modes is tiny's to show.
 @pytest.mark.parametrize(("policy", "batching", "temperature", "turns"),
                          [("tiny", "lockstep", 0.0, 3), ("tiny", "lockstep", 1.0, 3), ("tiny", "continuous", 0.0, 3),
-                          ("tiny", "continuous", 1.0, 3), ("smollm2", "lockstep", 1.0, 2),
-                          ("smollm2", "continuous", 1.0, 2)],
+                          ("tiny", "continuous", 1.0, 3), ("smollm2", "lockstep", 1.0, 2)],
                          indirect=["policy"])
 def test_reused_caches_generate_what_a_full_prefill_generates(policy, temperature, batching, turns) -> None:
     _, tokenizer = policy

@@ -28,7 +28,7 @@ def examples_with_the_profile() -> list[str]:
 
 def test_the_examples_that_a_real_model_can_run_have_the_profile() -> None:
     assert {"quickstart.yaml", "math_arithmetic.yaml", "explore_frozenlake.yaml", "explore_llm.yaml", "math_gsm8k.yaml",
-            "self_evolve.yaml"} <= set(examples_with_the_profile())
+            "self_evolve.yaml", "verl_frozenlake.yaml"} <= set(examples_with_the_profile())
 
 
 @pytest.mark.parametrize("example", examples_with_the_profile())

@@ -38,6 +38,8 @@ def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: A
     from beyondagent_core.cli import main
 
     capsys.readouterr()
+    # the eval's own process needs the explorer, mixer and backend the spec names too
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl,random_explorer,mixers,torch")
     out = tmp_path / "eval"
     assert main(["eval", str(EXAMPLE), *SMALL, "tasks.val.limit=3", "--checkpoint", str(result.run_dir), "--k", "2",
                  "--out", str(out)]) == 0
@@ -68,7 +70,7 @@ def test_exploring_bfcls_backends_makes_tasks_bfcl_verifies(server: Any, tmp_pat
     from beyondagent_core.jsonl import read_tasks
     from beyondagent_core.types import Turn
 
-    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl")
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl,random_explorer,mixers,torch")
     assert main(["explore", str(EXAMPLE), f"run.output_dir={tmp_path}", "tasks.train.categories=[multi_turn_base]",
                  "tasks.train.limit=3", "explore.n=2"]) == 0
     synthetic = read_tasks(tmp_path / "bfcl" / "synthetic_tasks.jsonl")

@@ -199,6 +199,18 @@ def ensure_venv(recipe: VenvRecipe, *, rebuild: bool = False,
     return venv
 
 
+
+def ensure_venv_printed(recipe: VenvRecipe, title: str, *, takes: str, rebuild: bool = False) -> Venv:
+    """`ensure_venv` for a plugin's command line: says on stderr that `title`'s venv is being built
+    (once; it `takes` about that long), each step as it starts, and the time it took."""
+    if not locate(recipe).ready or rebuild:
+        print(f"building the {title} venv in {locate(recipe).path} (once; {takes})", file=sys.stderr)
+    started = time.monotonic()
+    venv = ensure_venv(recipe, rebuild=rebuild, progress=lambda step: print(f"  {step}", file=sys.stderr))
+    if time.monotonic() - started > 1:
+        print(f"{title} venv ready in {time.monotonic() - started:.0f}s: {venv.path}", file=sys.stderr)
+    return venv
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     with path.open("w") as handle:

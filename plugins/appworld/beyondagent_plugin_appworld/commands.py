@@ -18,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -59,17 +58,10 @@ def add_appworld_command(parser: argparse.ArgumentParser) -> Any:
 
 def appworld_venv(*, rebuild: bool = False) -> Any:
     """The ready AppWorld venv (built now if needed, each step printed)."""
-    from beyondagent_core.venvs import ensure_venv, locate
+    from beyondagent_core.venvs import ensure_venv_printed
     from beyondagent_plugin_appworld.venv import appworld_recipe
 
-    recipe = appworld_recipe()
-    if not locate(recipe).ready or rebuild:
-        print(f"building the AppWorld venv in {locate(recipe).path} (once; about a minute)", file=sys.stderr)
-    started = time.monotonic()
-    venv = ensure_venv(recipe, rebuild=rebuild, progress=lambda step: print(f"  {step}", file=sys.stderr))
-    if time.monotonic() - started > 1:
-        print(f"AppWorld venv ready in {time.monotonic() - started:.0f}s: {venv.path}", file=sys.stderr)
-    return venv
+    return ensure_venv_printed(appworld_recipe(), "AppWorld", takes="about a minute", rebuild=rebuild)
 
 
 def setup_command(root: str | None, *, rebuild: bool = False) -> int:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
-import time
 from typing import Any
 
 from beyondagent_core.arguments import number
@@ -59,17 +57,10 @@ def add_bfcl_command(parser: argparse.ArgumentParser) -> Any:
 
 def bfcl_venv(*, rebuild: bool = False) -> Any:
     """The ready BFCL venv (built now if needed, each step printed)."""
-    from beyondagent_core.venvs import ensure_venv, locate
+    from beyondagent_core.venvs import ensure_venv_printed
     from beyondagent_plugin_bfcl.venv import bfcl_recipe
 
-    recipe = bfcl_recipe()
-    if not locate(recipe).ready or rebuild:
-        print(f"building the BFCL venv in {locate(recipe).path} (once; about two minutes)", file=sys.stderr)
-    started = time.monotonic()
-    venv = ensure_venv(recipe, rebuild=rebuild, progress=lambda step: print(f"  {step}", file=sys.stderr))
-    if time.monotonic() - started > 1:
-        print(f"BFCL venv ready in {time.monotonic() - started:.0f}s: {venv.path}", file=sys.stderr)
-    return venv
+    return ensure_venv_printed(bfcl_recipe(), "BFCL", takes="about two minutes", rebuild=rebuild)
 
 
 def check_command() -> int:

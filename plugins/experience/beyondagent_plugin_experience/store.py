@@ -157,7 +157,7 @@ class SqliteExperienceStore:
             try:
                 # WAL: readers (every retrieval) never block the writer, nor it them; a file that is
                 # not sqlite fails here. The mode is the file's: set once, kept by every later open.
-                self._db.execute("PRAGMA journal_mode=WAL")
+                self._use_wal(self._db)
                 self._write(self._db, self._migrate)
             except self._dbapi.DatabaseError as exc:
                 self._db.close()
@@ -166,6 +166,25 @@ class SqliteExperienceStore:
             if self.embedder is not None:
                 self._open_vectors()
         return self._db
+
+    def _use_wal(self, db: Any) -> None:
+        """Switch the file to WAL, waiting out other processes that open it at the same moment.
+
+        sqlite answers the switch with "database is locked" *without* waiting for its busy timeout
+        on some paths (another process recovering or switching the same file), so a lock is
+        retried here until the same overall deadline as a write."""
+        deadline = time.monotonic() + LOCK_ATTEMPTS * BUSY_TIMEOUT_S
+        pause = 0.05
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                return
+            except self._dbapi.OperationalError as exc:
+                if not _locked(exc) or time.monotonic() + pause > deadline:
+                    raise
+                log.debug("experience.locked_opening", path=str(self.path))
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def _unusable(self, what: str, exc: Exception) -> RunError:
         return RunError(f"the experience store {self.path} {what}: {exc}", where="experience.path",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,26 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         assert db.execute("SELECT COUNT(*) FROM experiences").fetchone()[0] == WRITERS * ADDS + ADDS
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert len(SqliteExperienceStore(path=path).all()) == WRITERS * ADDS + ADDS
+
+
+
+def test_a_store_opened_while_another_connection_writes_waits_for_it(tmp_path: Path) -> None:
+    # The CI failure: a writer opening the file while another process held the write lock got
+    # "database is locked" at once from the switch to WAL, which sqlite does not wait out itself
+    # when the file is still in rollback mode and another connection holds its reserved lock.
+    path = tmp_path / "busy.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE unrelated (value INTEGER)")
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO unrelated VALUES (1)")
+    release = threading.Timer(0.5, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        store = SqliteExperienceStore(path=str(path))
+        assert store.add([Experience(text="A lesson.", task_id="t")]) == 1
+        store.close()
+    finally:
+        release.join()
+        other.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -88,3 +88,15 @@ class SampleBuilder:
 
     def sequences(self) -> list[TokenSequence]:
         return [sample.sequence for sample in self.samples if sample.sequence.generated_tokens]
+
+
+def joined_view(sequences: Sequence[TokenSequence]) -> tuple[list[tuple[int, int]], int, list[int]]:
+    """An episode's samples laid end to end, as an advantage estimator sees one episode: every
+    model turn's span (shifted by the samples before it), the total length, each sample's offset.
+    Slicing an estimator's per-token array at the offsets gives each sample its advantages."""
+    spans, offsets, length = [], [], 0
+    for sequence in sequences:
+        offsets.append(length)
+        spans.extend((start + length, end + length) for start, end in sequence.turn_spans)
+        length += len(sequence)
+    return spans, length, offsets

@@ -2,7 +2,8 @@
 
     workflow: {name: agent, entrypoint: "my_agents.frozenlake:run", timeout: 120}
 
-`entrypoint` names a function `run(task, llm_base_url, env)`, sync or async. The agent talks to
+`entrypoint` names a function `run(task, llm_base_url, env)`, sync or async: "package.module:run",
+or "path/to/agent.py:run" (relative to the current directory). The agent talks to
 the policy with any OpenAI client pointed at `llm_base_url` (one URL per episode; any API key and
 model name), and to its environment through `env`: the episode's env, opened by the run (local or
 over the env service) — an async env (`await env.step(...)`) for an async function, the same
@@ -20,11 +21,15 @@ still running in its thread fails at its next model call.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
+import importlib.util
 import inspect
 import math
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -50,14 +55,16 @@ class AgentError(RuntimeError):
 
 def load_entrypoint(entrypoint: str, where: str = "workflow.entrypoint") -> Callable[..., Any]:
     """The function `entrypoint` ("module:function") names; a ValueError says what is wrong and where."""
-    module_name, _, attribute = str(entrypoint).partition(":")
+    module_name, _, attribute = str(entrypoint).rpartition(":")
     if not module_name or not attribute:
-        raise ValueError(f"{where} must be 'package.module:function', got {entrypoint!r}")
+        raise ValueError(f"{where} must be 'package.module:function' or 'path/to/file.py:function', "
+                         f"got {entrypoint!r}")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix, said once
-        raise ValueError(f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); "
-                         "is it installed, or on PYTHONPATH?") from exc
+        hint = "does the file exist (relative to the current directory)?" if module_name.endswith(".py") \
+            else "is it installed, or on PYTHONPATH?"
+        raise ValueError(f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); {hint}") from exc
     target: Any = module
     for part in attribute.split("."):
         if not hasattr(target, part):
@@ -66,6 +73,26 @@ def load_entrypoint(entrypoint: str, where: str = "workflow.entrypoint") -> Call
     if not callable(target):
         raise ValueError(f"{where}: {entrypoint!r} is a {type(target).__name__}, not a function")
     return target
+
+
+def _import(name: str) -> Any:
+    """A module by dotted name, or a Python file by path (loaded once, under a name of its own)."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name).resolve()
+    key = f"beyondagent_agent_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise FileNotFoundError(f"no file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
+    return sys.modules[key]
 
 
 class AgentWorkflow:

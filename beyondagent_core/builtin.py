@@ -17,6 +17,7 @@ from beyondagent_core.records import (
     TaskSourceSpec,
     WorkflowSpec,
 )
+from beyondagent_core.runtime.agent import AgentConfig
 from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig
@@ -68,6 +69,12 @@ def beyondagent_workflows() -> list[WorkflowSpec]:
             factory="beyondagent_core.runtime.react:ReactWorkflow",
             config_cls=ReactConfig,
             summary="Act, observe, repeat: the env's system prompt, one env step per model turn.",
+        ),
+        WorkflowSpec(
+            name="agent",
+            factory="beyondagent_core.runtime.agent:AgentWorkflow",
+            config_cls=AgentConfig,
+            summary="Your own agent (any framework) run(task, llm_base_url, env), through the OpenAI-compatible gateway.",
         ),
     ]
 

@@ -65,15 +65,20 @@ def _reward_of(judge: Any, method: str, value: Any) -> Reward:
 
 async def score_episode(judge: Judge | None, task: Task, trajectory: Trajectory, env: AsyncEnv | None) -> None:
     """Score `trajectory` with a judge that needs the live env; others wait for `score_after`."""
-    if judge is not None and env is not None and hasattr(judge, "score_in_env"):
+    if judge is not None and env is not None and hasattr(judge, "score_in_env") and not _agent_scored(trajectory):
         trajectory.reward = _reward_of(judge, "score_in_env", await judge.score_in_env(task, trajectory, env))
         trajectory.metrics["judged_in_env"] = True
 
 
 async def score_after(judge: Judge | None, task: Task, trajectory: Trajectory) -> None:
     """Score `trajectory` once the env is closed (unless `score_episode` already did)."""
-    if judge is not None and not trajectory.metrics.pop("judged_in_env", False):
+    if judge is not None and not trajectory.metrics.pop("judged_in_env", False) and not _agent_scored(trajectory):
         trajectory.reward = _reward_of(judge, "score", await judge.score(task, trajectory))
+
+
+def _agent_scored(trajectory: Trajectory) -> bool:
+    """The `agent` workflow's agent gave its own reward: a judge does not override it."""
+    return trajectory.metrics.get("reward_source") == "agent"
 
 
 @attrs.define

@@ -22,6 +22,12 @@ TRAIN_SUCCESS_RATE_SYNTHETIC = "train/success_rate_synthetic"
 TRAIN_SUCCESS_RATE_GUIDED = "train/success_rate_guided"
 TRAIN_SUCCESS_RATE_UNGUIDED = "train/success_rate_unguided"
 
+# Only with `agent` episodes (the OpenAI-compatible gateway): the share of episodes whose calls did not
+# all extend one another (several training samples), samples and model calls per episode.
+GATEWAY_SPLIT_EPISODES = "gateway/split_episodes"
+GATEWAY_SAMPLES_PER_EPISODE = "gateway/samples_per_episode"
+GATEWAY_CALLS_PER_EPISODE = "gateway/calls_per_episode"
+
 # The advantage estimator's own metrics (`backend.advantage`), e.g. advantage/anchor_groups for gigpo.
 ADVANTAGE_PREFIX = "advantage/"
 # Experience-guided rollouts' store and retrieval (`experience`), e.g. experience/hit_rate.

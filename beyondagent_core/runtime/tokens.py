@@ -143,6 +143,16 @@ class TokenSequence:
         self._seen.extend((str(m.get("role")), str(m.get("content"))) for m in new)
         return list(self.input_ids)
 
+    def add_context(self, token_ids: Sequence[int]) -> None:
+        """Add tokens the model conditions on but did not generate (mask 0): a prompt, an observation.
+
+        For sequences built from token ids directly (the gateway's samples), not from messages.
+        """
+        ids = [int(t) for t in token_ids]
+        if not self.input_ids:
+            self.prompt_length = len(ids)
+        self._append(ids, mask=0)
+
     def add_generation(self, token_ids: Sequence[int], logprobs: Sequence[float] | None) -> None:
         """Add a model turn exactly as sampled."""
         token_ids = [int(t) for t in token_ids]

@@ -208,22 +208,38 @@ def token_mean(values: Tensor, mask: Tensor, normalizer: float | None = None) ->
     return _masked_sum(values, mask) / _count(mask.sum(), normalizer)
 
 
-def seq_mean_token_sum(values: Tensor, mask: Tensor, normalizer: float | None = None) -> Tensor:
-    """Mode "seq-mean-token-sum": sum_b (sum_t v[b,t] m[b,t]) / S, S = sequences with tokens (or `normalizer`)."""
+def _sequences(has_tokens: Tensor, sequence_share: Tensor | None) -> Tensor:
+    """How many sequences the rows with tokens are: one each, or each its `sequence_share` of one."""
+    return has_tokens.sum() if sequence_share is None else (has_tokens * sequence_share.to(has_tokens.dtype)).sum()
+
+
+def seq_mean_token_sum(values: Tensor, mask: Tensor, normalizer: float | None = None,
+                       sequence_share: Tensor | None = None) -> Tensor:
+    """Mode "seq-mean-token-sum": sum_b (sum_t v[b,t] m[b,t]) / S, S = sequences with tokens (or `normalizer`).
+
+    With `sequence_share` (a row's share of its sequence: 1 / the rows one episode became) S counts
+    episodes, so an episode split into rows weighs as much as one that was not."""
     has_tokens = (mask.sum(dim=-1) > 0).to(values.dtype)
-    return _masked_sum(_masked_sum(values, mask, dim=-1), has_tokens) / _count(has_tokens.sum(), normalizer)
+    return _masked_sum(_masked_sum(values, mask, dim=-1), has_tokens) / _count(_sequences(has_tokens, sequence_share),
+                                                                               normalizer)
 
 
-def seq_mean_token_mean(values: Tensor, mask: Tensor, normalizer: float | None = None) -> Tensor:
-    """Mode "seq-mean-token-mean": sum_b (sum_t v[b,t] m[b,t] / (n_b + 1e-8)) / S, n_b = valid tokens of sequence b."""
+def seq_mean_token_mean(values: Tensor, mask: Tensor, normalizer: float | None = None,
+                        sequence_share: Tensor | None = None, sequence_tokens: Tensor | None = None) -> Tensor:
+    """Mode "seq-mean-token-mean": sum_b (sum_t v[b,t] m[b,t] / (n_b + 1e-8)) / S, n_b = valid tokens of sequence b.
+
+    With `sequence_tokens` (per row: the valid tokens of the episode it belongs to, over all its rows)
+    n_b is the episode's count, so a split episode's rows together make one episode's token mean."""
     tokens = mask.sum(dim=-1).to(values.dtype)
     has_tokens = (tokens > 0).to(values.dtype)
-    per_sequence = _masked_sum(values, mask, dim=-1) / (tokens + 1e-8)
-    return _masked_sum(per_sequence, has_tokens) / _count(has_tokens.sum(), normalizer)
+    divisor = tokens if sequence_tokens is None else sequence_tokens.to(values.dtype)
+    per_sequence = _masked_sum(values, mask, dim=-1) / (divisor + 1e-8)
+    return _masked_sum(per_sequence, has_tokens) / _count(_sequences(has_tokens, sequence_share), normalizer)
 
 
 def seq_mean_token_sum_norm(
-    values: Tensor, mask: Tensor, normalizer: float | None = None, loss_scale_factor: float | None = None
+    values: Tensor, mask: Tensor, normalizer: float | None = None, loss_scale_factor: float | None = None,
+    sequence_share: Tensor | None = None,
 ) -> Tensor:
     """Mode "seq-mean-token-sum-norm" (Dr. GRPO): seq-mean-token-sum / L, L = `loss_scale_factor` or padded T.
 
@@ -231,7 +247,7 @@ def seq_mean_token_sum_norm(
     response length) so every micro-batch divides by the same L.
     """
     horizon = mask.shape[-1] if loss_scale_factor is None else loss_scale_factor
-    return seq_mean_token_sum(values, mask, normalizer) / horizon
+    return seq_mean_token_sum(values, mask, normalizer, sequence_share) / horizon
 
 
 LOSS_AGGREGATORS: dict[str, Callable[..., Tensor]] = {
@@ -248,15 +264,19 @@ def _check_agg_mode(mode: str) -> None:
         raise ValueError(f"unknown loss aggregation mode {mode!r}: use one of {', '.join(LOSS_AGG_MODES)}")
 
 
-def loss_normalizer(mask: Tensor, mode: str) -> float:
+def loss_normalizer(mask: Tensor, mode: str, sequence_share: Tensor | None = None) -> float:
     """The `normalizer` for micro-batches of the mini-batch whose mask is `mask`: its valid tokens for token-mean,
-    its sequences with at least one valid token for the seq-mean modes (what `aggregate` would count itself).
+    its sequences with at least one valid token for the seq-mean modes (what `aggregate` would count itself;
+    with `sequence_share`, each row counts as its share of an episode).
 
     verl's trainer passes the mini-batch size (`ppo_mini_batch_size * n`) as its sequence count, which also
     counts sequences without response tokens; the two agree whenever every sequence has one.
     """
     _check_agg_mode(mode)
-    count = mask.sum() if mode == "token-mean" else (mask.sum(dim=-1) > 0).sum()
+    if mode == "token-mean":
+        count = mask.sum()
+    else:
+        count = _sequences((mask.sum(dim=-1) > 0).to(torch.float32), sequence_share)
     return max(float(count), 1.0)
 
 
@@ -267,16 +287,28 @@ def aggregate(
     *,
     normalizer: float | None = None,
     loss_scale_factor: float | None = None,
+    sequence_share: Tensor | None = None,
+    sequence_tokens: Tensor | None = None,
 ) -> Tensor:
     """Reduce per-token values [B, T] to a scalar the way verl's `agg_loss` does (mode one of `LOSS_AGG_MODES`).
 
     `normalizer`: the mini-batch's count when this is one micro-batch of it (see above). `loss_scale_factor`:
     the constant L of "seq-mean-token-sum-norm" (ignored by the other modes, as in verl).
+
+    Rows that are parts of one episode (a gateway episode split into several samples) count as one
+    sequence in the seq-mean modes: `sequence_share` [B] is each row's share of its episode (1 / its
+    rows) and `sequence_tokens` [B] its episode's valid tokens over all its rows. "token-mean" needs
+    neither: each sampled token is in exactly one row, so an episode weighs its tokens however it split.
+    Without them (None) every row is a sequence, as in verl.
     """
     _check_agg_mode(mode)
-    if mode == "seq-mean-token-sum-norm":
-        return seq_mean_token_sum_norm(values, mask, normalizer, loss_scale_factor)
-    return LOSS_AGGREGATORS[mode](values, mask, normalizer)
+    if mode == "token-mean":
+        return token_mean(values, mask, normalizer)
+    if mode == "seq-mean-token-sum":
+        return seq_mean_token_sum(values, mask, normalizer, sequence_share)
+    if mode == "seq-mean-token-mean":
+        return seq_mean_token_mean(values, mask, normalizer, sequence_share, sequence_tokens)
+    return seq_mean_token_sum_norm(values, mask, normalizer, loss_scale_factor, sequence_share)
 
 
 # ----------------------------------------------------------------------------------------- policy loss
@@ -305,6 +337,8 @@ def policy_loss(
     loss_agg_mode: str = "token-mean",
     normalizer: float | None = None,
     loss_scale_factor: float | None = None,
+    sequence_share: Tensor | None = None,
+    sequence_tokens: Tensor | None = None,
 ) -> PolicyLoss:
     """PPO's clipped surrogate with dual clip, per token, then aggregated (verl's "vanilla" policy loss).
 
@@ -336,6 +370,7 @@ def policy_loss(
         dual_clip_fraction = _masked_mean(((clipped_loss > dual_bound) & negative).to(per_token.dtype), response_mask)
         approx_kl = _masked_mean(-log_ratio, response_mask)
     loss = aggregate(per_token, response_mask, loss_agg_mode, normalizer=normalizer,
-                     loss_scale_factor=loss_scale_factor)
+                     loss_scale_factor=loss_scale_factor, sequence_share=sequence_share,
+                     sequence_tokens=sequence_tokens)
     return PolicyLoss(loss=loss, clip_fraction=clip_fraction, dual_clip_fraction=dual_clip_fraction,
                       approx_kl=approx_kl)

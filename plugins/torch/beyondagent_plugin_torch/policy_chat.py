@@ -5,16 +5,22 @@ will see: each `chat(messages)` adds the chat-template tokens of the new message
 ChatScheduler for the next turn, and records the sampled ids and log-probs. It also holds
 the episode's token budget: a turn gets at most `max_tokens` new tokens and never more than
 what is left of `max_episode_tokens`.
+
+An episode of the `agent` workflow talks to the policy over HTTP instead: `gateway_episode()`
+gives it the episode's gateway endpoint (`beyondagent_core.gateway`), generating through the
+same scheduler and random generator; `samples` are then the endpoint's training samples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import attrs
 import torch
 
+from beyondagent_core.gateway.episode import GatewayEpisode, GenerationSettings
 from beyondagent_core.runtime.tokens import ChatTemplate, ContextLengthExceeded, TokenSequence
 from beyondagent_core.types import Turn
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
@@ -37,11 +43,29 @@ class PolicyChat:
         self.generator = torch.Generator().manual_seed(seed)
         self.sequence = TokenSequence(template)
         self.session = object() if keep_cache else None  # the scheduler keeps this episode's KV cache by it
+        self.gateway: GatewayEpisode | None = None
 
     def close(self) -> None:
         """The episode is over: the scheduler frees its KV cache."""
         if self.session is not None:
             self.scheduler.end_session(self.session)
+        if self.gateway is not None:
+            self.gateway.close()
+
+    def gateway_episode(self, *, max_calls: int = 100) -> GatewayEpisode:
+        """This episode's gateway endpoint (made on first use), generating through the scheduler."""
+        if self.gateway is None:
+            defaults = GenerationSettings(self.sampling.temperature, self.sampling.top_p, self.sampling.max_tokens)
+            self.gateway = GatewayEpisode(self.template, SchedulerGenerator(self), defaults,
+                                          max_episode_tokens=self.max_episode_tokens, max_calls=max_calls)
+        return self.gateway
+
+    @property
+    def samples(self) -> list[TokenSequence]:
+        """The episode's training samples: its own sequence, then the gateway's (never none: an
+        episode that generated nothing has its empty sequence)."""
+        own = [self.sequence] if self.sequence.generated_tokens or self.gateway is None else []
+        return own + (self.gateway.samples if self.gateway is not None else []) or [self.sequence]
 
     async def chat(self, messages: Sequence[dict[str, Any]], **sampling: Any) -> Turn:
         unknown = sorted(set(sampling) - set(SAMPLING_KEYS))
@@ -66,3 +90,24 @@ class PolicyChat:
         stopped = bool(token_ids) and token_ids[-1] in self.scheduler.eos_token_ids
         return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs,
                     finish_reason="stop" if stopped else "length")
+
+
+class SchedulerGenerator:
+    """The gateway's `TokenGenerator` for one episode: its requests go to the shared scheduler with
+    the episode's order key and random generator, so gateway episodes batch with the others."""
+
+    def __init__(self, chat: PolicyChat):
+        self.chat = chat
+        self.eos_token_ids = frozenset(chat.scheduler.eos_token_ids)
+        self._requests = itertools.count()
+
+    async def generate(self, prompt_ids: list[int], settings: GenerationSettings,
+                       session: Hashable) -> tuple[list[int], list[float]]:
+        sampling = Sampling(settings.temperature, settings.top_p, settings.max_tokens)
+        order = (self.chat.episode, next(self._requests))
+        return await self.chat.scheduler.generate(order, prompt_ids, sampling, settings.max_tokens,
+                                                  self.chat.generator,
+                                                  session=session if self.chat.session is not None else None)
+
+    def end_session(self, session: Hashable) -> None:
+        self.chat.scheduler.end_session(session)

@@ -2,7 +2,9 @@
 
 Every episode gets its own `PolicyChat` (its token sequence and random generator, seeded
 from the run seed, the step and the episode's index, so a resumed run samples the same
-episodes) and shares the ChatScheduler, which batches their turns.
+episodes) and shares the ChatScheduler, which batches their turns. An episode of the `agent`
+workflow may come back as several samples (its gateway calls did not all extend one another:
+`beyondagent_core.gateway.samples`); they share the episode's reward and group.
 """
 
 from __future__ import annotations
@@ -31,6 +33,20 @@ class Episode:
     sequence: TokenSequence
     guided: bool = False  # the policy was shown experiences (`experience`)
     off_policy: bool = False  # trained on tokens other than those it saw (a stripped guided episode)
+    more_samples: list[TokenSequence] = attrs.Factory(list)  # a split gateway episode's other samples
+
+    @property
+    def samples(self) -> list[TokenSequence]:
+        """The episode's training samples: `sequence`, then any others (one row each in the batch)."""
+        return [self.sequence, *self.more_samples]
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(sample.generated_tokens for sample in self.samples)
+
+    @property
+    def model_turns(self) -> int:
+        return sum(len(sample.turn_spans) for sample in self.samples)
 
     @property
     def score(self) -> float:
@@ -39,7 +55,7 @@ class Episode:
 
     @property
     def trainable(self) -> bool:
-        return self.trajectory.error is None and self.sequence.generated_tokens > 0
+        return self.trajectory.error is None and self.generated_tokens > 0
 
 
 def episode_seed(*parts: object) -> int:
@@ -68,6 +84,8 @@ async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, sc
                     trajectory = await runner.run(task, llm)
             finally:
                 chat.close()
-            return Episode(group=group, trajectory=trajectory, sequence=chat.sequence, guided=bool(experiences))
+            first, *more = chat.samples
+            return Episode(group=group, trajectory=trajectory, sequence=first, guided=bool(experiences),
+                           more_samples=more)
 
     return list(await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs))))

@@ -42,6 +42,7 @@ from beyondagent_core.episode_records import (
 )
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.failures import FailureTally, check_failures
+from beyondagent_core.gateway.samples import joined_view
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.logs import get_logger
 from beyondagent_core.runtime.guidance import (
@@ -306,8 +307,7 @@ class Trainer:
         """Per-token advantages of each episode from the run's estimator, its per-step values (for the
         viewer; None when it gives none) and its metrics (`advantage/...`)."""
         batch = AdvantageBatch(
-            episodes=tuple(scored_episode(e.group, e.trajectory, e.sequence.turn_spans, len(e.sequence))
-                           for e in episodes),
+            episodes=tuple(scored_episode(e.group, e.trajectory, *joined_view(e.samples)[:2]) for e in episodes),
             step=step, total_steps=self.total_steps, norm_by_std=self.algorithm.norm_adv_by_std)
         who = f"advantage estimator {self.estimator_name!r} (backend.advantage)"
         try:
@@ -535,11 +535,26 @@ def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
         f"{split}/reward_mean": statistics.fmean(scores),
         f"{split}/reward_std": statistics.pstdev(scores) if len(scores) > 1 else 0.0,
         f"{split}/success_rate": statistics.fmean(float(t.reward.success) if t.reward else 0.0 for t in trajectories),
-        f"{split}/response_length": statistics.fmean(e.sequence.generated_tokens for e in episodes),
-        f"{split}/turns": statistics.fmean(e.sequence.model_turns for e in episodes),
+        f"{split}/response_length": statistics.fmean(e.generated_tokens for e in episodes),
+        f"{split}/turns": statistics.fmean(e.model_turns for e in episodes),
         f"{split}/episode_errors": float(sum(1 for t in trajectories if t.error)),
         f"{split}/truncated": statistics.fmean(float(bool(t.metrics.get("truncated"))) for t in trajectories),
         **origin_metrics(split, episodes),
+        **gateway_metrics(episodes),
+    }
+
+
+def gateway_metrics(episodes: list[Episode]) -> dict[str, float]:
+    """With `agent` episodes (calls through the gateway): the share that split into several samples,
+    samples and calls per episode."""
+    served = [e for e in episodes if "gateway_calls" in e.trajectory.metrics]
+    if not served:
+        return {}
+    return {
+        metric_names.GATEWAY_SPLIT_EPISODES: statistics.fmean(
+            float(e.trajectory.metrics.get("gateway_splits", 0) > 0) for e in served),
+        metric_names.GATEWAY_SAMPLES_PER_EPISODE: statistics.fmean(len(e.samples) for e in served),
+        metric_names.GATEWAY_CALLS_PER_EPISODE: statistics.fmean(e.trajectory.metrics["gateway_calls"] for e in served),
     }
 
 

@@ -23,7 +23,12 @@ from beyondagent_plugin_torch.rollout import Episode
 @attrs.define
 class TrainBatch:
     """Right-padded sequences; `loss_mask[:, t]` says whether token t+1 was model-generated, and
-    `advantages[:, t]` is that token's advantage (from the run's advantage estimator)."""
+    `advantages[:, t]` is that token's advantage (from the run's advantage estimator).
+
+    One row per training sample: an episode whose gateway calls split into several samples has
+    several rows. `episode_tokens[b]` (its episode's trained tokens, over all its rows) and
+    `episode_share[b]` (1 / its episode's rows) let the seq-mean loss modes weight an episode once
+    however many rows it became (`grpo.aggregate`)."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -31,6 +36,8 @@ class TrainBatch:
     rollout_logprobs: torch.Tensor
     advantages: torch.Tensor
     off_policy: torch.Tensor | None = None  # [B] bool: rows trained on other tokens than they were sampled with
+    episode_tokens: torch.Tensor | None = None  # [B]
+    episode_share: torch.Tensor | None = None  # [B]
 
     @property
     def size(self) -> int:
@@ -42,33 +49,51 @@ class TrainBatch:
         return TrainBatch(self.input_ids[index, :width], self.attention_mask[index, :width],
                           self.loss_mask[index, : width - 1], self.rollout_logprobs[index, : width - 1],
                           self.advantages[index, : width - 1],
-                          None if self.off_policy is None else self.off_policy[index])
+                          None if self.off_policy is None else self.off_policy[index],
+                          None if self.episode_tokens is None else self.episode_tokens[index],
+                          None if self.episode_share is None else self.episode_share[index])
+
+    def weighting(self) -> dict[str, torch.Tensor | None]:
+        """The per-row episode weighting `grpo.aggregate` takes."""
+        return {"sequence_tokens": self.episode_tokens, "sequence_share": self.episode_share}
 
 
 def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_token_id: int,
                device: torch.device) -> TrainBatch:
-    """Pad `episodes`; `advantages[i]` has one value per token of episode i's sequence (a numpy array,
-    a tensor or a list), or is a number for every model token of the episode."""
-    width = max(len(episode.sequence) for episode in episodes)
-    size = len(episodes)
+    """Pad `episodes`' samples, one row each; `advantages[i]` has one value per token of episode i's
+    samples laid end to end (`joined_view`; a numpy array, a tensor or a list), or is a number for
+    every model token of the episode."""
+    rows = []  # (episode index, sample, its advantages)
+    for index, (episode, values) in enumerate(zip(episodes, advantages, strict=True)):
+        values = torch.as_tensor(values, dtype=torch.float32)
+        samples = getattr(episode, "samples", [episode.sequence])
+        offset = 0
+        for sample in samples:
+            rows.append((index, sample, values[offset:offset + len(sample)] if values.dim() else values))
+            offset += len(sample)
+    width = max(len(sample) for _, sample, _ in rows)
+    size = len(rows)
     input_ids = torch.full((size, width), pad_token_id, dtype=torch.long)
     attention = torch.zeros((size, width), dtype=torch.long)
     loss_mask = torch.zeros((size, width - 1), dtype=torch.float32)
     logprobs = torch.zeros((size, width - 1), dtype=torch.float32)
     token_advantages = torch.zeros((size, width - 1), dtype=torch.float32)
-    for row, (episode, values) in enumerate(zip(episodes, advantages, strict=True)):
-        sequence, n = episode.sequence, len(episode.sequence)
+    for row, (_, sequence, values) in enumerate(rows):
+        n = len(sequence)
         input_ids[row, :n] = torch.tensor(sequence.input_ids)
         attention[row, :n] = 1
         loss_mask[row, : n - 1] = torch.tensor(sequence.loss_mask[1:], dtype=torch.float32)
         logprobs[row, : n - 1] = torch.tensor(sequence.logprobs[1:], dtype=torch.float32)
-        values = torch.as_tensor(values, dtype=torch.float32)
         # Position t predicts token t+1, so token t+1's advantage sits at t (like the loss mask).
         token_advantages[row, : n - 1] = values[1:] if values.dim() else values
     token_advantages *= loss_mask
-    off_policy = torch.tensor([bool(getattr(episode, "off_policy", False)) for episode in episodes])
+    owner = torch.tensor([index for index, _, _ in rows])
+    rows_of = torch.zeros(len(episodes)).index_add(0, owner, torch.ones(size))
+    tokens_of = torch.zeros(len(episodes)).index_add(0, owner, loss_mask.sum(-1))
+    off_policy = torch.tensor([bool(getattr(episodes[index], "off_policy", False)) for index, _, _ in rows])
     return TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device),
-                      logprobs.to(device), token_advantages.to(device), off_policy.to(device))
+                      logprobs.to(device), token_advantages.to(device), off_policy.to(device),
+                      tokens_of[owner].to(device), (1.0 / rows_of[owner]).to(device))
 
 
 def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,
@@ -130,7 +155,9 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
     for _ in range(config.ppo_epochs):
         order = torch.randperm(batch.size, generator=generator) if shuffle else torch.arange(batch.size)
         for mini in order.split(mini_size):
-            normalizer = grpo.loss_normalizer(batch.loss_mask[mini], algorithm.loss_agg_mode)
+            normalizer = grpo.loss_normalizer(batch.loss_mask[mini], algorithm.loss_agg_mode,
+                                              sequence_share=None if batch.episode_share is None
+                                              else batch.episode_share[mini])
             scale = {"normalizer": normalizer, "loss_scale_factor": horizon}
             optimizer.zero_grad(set_to_none=True)
             for index in mini.split(micro):
@@ -148,6 +175,7 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                     high, dual = off_policy_clip
                     clip["clip_ratio_high"] = torch.where(rows, high, algorithm.clip_ratio)
                     clip["clip_ratio_c"] = torch.where(rows, dual, algorithm.clip_ratio_c)
+                scale.update(part.weighting())
                 policy = grpo.policy_loss(old, logprobs, part.advantages, part.loss_mask,
                                           loss_agg_mode=algorithm.loss_agg_mode, **clip, **scale)
                 loss = policy.loss

@@ -1,0 +1,210 @@
+"""`agent`: train an agent written with any framework, unchanged, through the OpenAI-compatible gateway.
+
+    workflow: {name: agent, entrypoint: "my_agents.frozenlake:run", timeout: 120}
+
+`entrypoint` names a function `run(task, llm_base_url, env)`, sync or async: "package.module:run",
+or "path/to/agent.py:run" (relative to the current directory). The agent talks to
+the policy with any OpenAI client pointed at `llm_base_url` (one URL per episode; any API key and
+model name), and to its environment through `env`: the episode's env, opened by the run (local or
+over the env service) — an async env (`await env.step(...)`) for an async function, the same
+methods called synchronously for a sync one (which runs in a thread of its own). Its reward, in
+order: what `run` returns (a number, a `Reward`, or a dict with `score`), else what it posted to
+`<llm_base_url minus /v1>/reward`, else the env's `evaluate()`; a judge named in the spec
+(`reward`) scores the episode only when the agent gave no reward itself.
+
+An agent that raises, runs past `timeout` seconds or returns without calling the model ends its
+episode with an error naming the cause; the backend's failure policy counts it
+(`backend.max_failed_fraction`). After a timeout the episode's URL answers 410, so a sync agent
+still running in its thread fails at its next model call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import math
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from beyondagent_core.checks import MISSING
+from beyondagent_core.protocols import AsyncEnv, ChatLLM
+from beyondagent_core.types import Reward, Task, Trajectory
+
+
+@attrs.define
+class AgentConfig:
+    """`entrypoint`: "package.module:function"; `timeout`: seconds per episode; `max_calls`: model
+    calls per episode (more get HTTP 429)."""
+
+    entrypoint: str = MISSING
+    timeout: float = 600.0
+    max_calls: int = 100
+
+
+class AgentError(RuntimeError):
+    """The agent of an episode failed: raised, timed out, or never called the model."""
+
+
+def load_entrypoint(entrypoint: str, where: str = "workflow.entrypoint") -> Callable[..., Any]:
+    """The function `entrypoint` ("module:function") names; a ValueError says what is wrong and where."""
+    module_name, _, attribute = str(entrypoint).rpartition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"{where} must be 'package.module:function' or 'path/to/file.py:function', "
+                         f"got {entrypoint!r}")
+    try:
+        module = _import(module_name)
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's to fix, said once
+        hint = "does the file exist (relative to the current directory)?" if module_name.endswith(".py") \
+            else "is it installed, or on PYTHONPATH?"
+        raise ValueError(f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); {hint}") from exc
+    target: Any = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"{where}: module {module_name!r} has no {attribute!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(f"{where}: {entrypoint!r} is a {type(target).__name__}, not a function")
+    return target
+
+
+def _import(name: str) -> Any:
+    """A module by dotted name, or a Python file by path (loaded once, under a name of its own)."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name).resolve()
+    key = f"beyondagent_agent_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise FileNotFoundError(f"no file {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
+    return sys.modules[key]
+
+
+class AgentWorkflow:
+    def __init__(self, config: AgentConfig):
+        if not (config.timeout > 0 and math.isfinite(config.timeout)):
+            raise ValueError(f"workflow.timeout must be a positive number of seconds, got {config.timeout}")
+        if config.max_calls < 1:
+            raise ValueError(f"workflow.max_calls must be >= 1, got {config.max_calls}")
+        self.config = config
+        self.agent = load_entrypoint(config.entrypoint)
+
+    async def run(self, task: Task, env: AsyncEnv | None, llm: ChatLLM) -> Trajectory:
+        from beyondagent_core.gateway.server import shared_gateway
+
+        open_episode = getattr(llm, "gateway_episode", None)
+        if open_episode is None:
+            raise AgentError(f"the `agent` workflow needs a backend that serves the OpenAI-compatible gateway; "
+                             f"this LLM ({type(llm).__name__}) does not")
+        episode = open_episode(max_calls=self.config.max_calls)
+        gateway = shared_gateway()
+        episode_id, base_url = gateway.open(episode, asyncio.get_running_loop())
+        name = self.config.entrypoint
+        reason = "the agent returned"
+        try:
+            result = await asyncio.wait_for(self._call(task, base_url, env), self.config.timeout)
+        except TimeoutError:
+            reason = "the agent timed out"
+            raise AgentError(f"agent {name} did not finish within {self.config.timeout:g} s (workflow.timeout); "
+                             f"it made {len(episode.calls)} model call(s)") from None
+        except asyncio.CancelledError:
+            reason = "the episode was cancelled"
+            raise
+        except Exception as exc:
+            reason = "the agent raised"
+            raise AgentError(f"agent {name} raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            gateway.close(episode_id, reason)
+        if not episode.calls:
+            raise AgentError(f"agent {name} returned without calling the model: it must send its chat completions "
+                             f"to the llm_base_url it is given ({base_url})")
+        reward, source = as_reward(result, name), "agent"
+        if reward is None and episode.posted_reward is not None:
+            reward, source = episode.posted_reward, "agent"
+        if reward is None and env is not None:
+            reward, source = await env.evaluate(), "env"
+        metrics = {"gateway_calls": len(episode.calls), "gateway_samples": len(episode.samples),
+                   "gateway_splits": episode.splits, "turns": len(episode.calls)}
+        if reward is not None:
+            metrics["reward_source"] = source
+        return Trajectory(task=task, turns=episode.turns(), reward=reward, terminated=True, metrics=metrics)
+
+    async def _call(self, task: Task, base_url: str, env: AsyncEnv | None) -> Any:
+        if inspect.iscoroutinefunction(self.agent):
+            return await self.agent(task, base_url, env)
+        loop = asyncio.get_running_loop()
+        result = await run_in_thread(self.agent, task, base_url, None if env is None else SyncEnv(env, loop))
+        return await result if inspect.isawaitable(result) else result
+
+
+def as_reward(value: Any, name: str) -> Reward | None:
+    if value is None:
+        return None
+    if isinstance(value, Reward):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Reward(float(value), success=float(value) > 0, reason="returned by the agent")
+    if isinstance(value, dict) and isinstance(value.get("score"), (int, float)):
+        return Reward(float(value["score"]), success=bool(value.get("success", value["score"] > 0)),
+                      reason=str(value.get("reason", "returned by the agent")))
+    raise AgentError(f"agent {name} returned {type(value).__name__}; return a number, a Reward, "
+                     "{'score': ...} or None (then the env or the judge scores the episode)")
+
+
+async def run_in_thread(function: Callable[..., Any], *args: Any) -> Any:
+    """Run `function(*args)` in a daemon thread of its own: a hung agent cannot hold the event loop
+    or the interpreter's exit (asyncio's default executor would wait for it)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(setter: Callable[[Any], None], value: Any) -> None:
+        if not future.done():
+            setter(value)
+
+    def target() -> None:
+        try:
+            value = function(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting episode
+            loop.call_soon_threadsafe(settle, future.set_exception, exc)
+        else:
+            loop.call_soon_threadsafe(settle, future.set_result, value)
+
+    threading.Thread(target=target, name=f"agent-{getattr(function, '__name__', 'run')}", daemon=True).start()
+    return await future
+
+
+class SyncEnv:
+    """The episode's async env for an agent running in a thread: the same methods, called synchronously."""
+
+    def __init__(self, env: AsyncEnv, loop: asyncio.AbstractEventLoop):
+        self._env, self._loop = env, loop
+
+    def _wait(self, awaitable: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(awaitable, self._loop).result()
+
+    def reset(self, task: Task) -> Any:
+        return self._wait(self._env.reset(task))
+
+    def step(self, action: dict[str, Any]) -> Any:
+        return self._wait(self._env.step(action))
+
+    def evaluate(self) -> Reward:
+        return self._wait(self._env.evaluate())
+
+    def call(self, method: str, *args: Any) -> Any:
+        return self._wait(self._env.call(method, *args))

@@ -1,0 +1,65 @@
+"""The gateway in front of the tiny policy, for tests that drive it with the real `openai` client.
+
+`policy_endpoint()` gives a started gateway episode whose generator is the torch backend's
+ChatScheduler on the tiny model, running on an event loop in a thread of its own (as the rollout's
+loop is while an agent runs), and the base URL an OpenAI client uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.policy_chat import PolicyChat
+from beyondagent_plugin_torch.trainer import stop_token_ids
+from tiny_and_real import loaded_policy
+
+from beyondagent_core.gateway.server import Gateway
+from beyondagent_core.runtime.tokens import ChatTemplate
+
+
+class LoopThread:
+    """An asyncio event loop running in a daemon thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine: Any, timeout: float = 120) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def tiny_chat(*, tokenizer: Any = None, max_tokens: int = 8, max_episode_tokens: int = 1024, seed: int = 0,
+              batching: str = "lockstep") -> PolicyChat:
+    model, tiny_tokenizer = loaded_policy("tiny")
+    tokenizer = tokenizer or tiny_tokenizer
+    template = ChatTemplate(tokenizer)
+    scheduler = ChatScheduler(model, eos_token_ids=stop_token_ids(model, tokenizer, template),
+                              pad_token_id=tokenizer.pad_token_id, batching=batching)
+    return PolicyChat(scheduler, template, Sampling(1.0, 1.0, max_tokens), episode=0,
+                      max_episode_tokens=max_episode_tokens, seed=seed)
+
+
+@contextlib.contextmanager
+def policy_endpoint(chat: PolicyChat | None = None, *, max_calls: int = 100) -> Iterator[tuple[Any, str, Gateway]]:
+    """(the gateway episode, its base URL, the gateway); the gateway stops afterwards."""
+    chat = chat or tiny_chat()
+    loop = LoopThread()
+    gateway = Gateway()
+    episode = chat.gateway_episode(max_calls=max_calls)
+    episode_id, url = gateway.open(episode, loop.loop)
+    try:
+        yield episode, url, gateway
+    finally:
+        gateway.close(episode_id)
+        gateway.stop()
+        loop.stop()

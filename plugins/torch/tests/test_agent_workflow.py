@@ -1,0 +1,206 @@
+"""The `agent` workflow: a plain `openai` SDK agent loop trained on FrozenLake 2x2 through the gateway.
+
+Rollouts here run the real thing (the tiny policy's scheduler, the gateway on loopback, the
+openai client, gymnasium's FrozenLake) and check the tokens against what the scheduler sampled:
+every sampled turn is trained once, in the sample it was sampled for. A chat template that drops
+earlier reasoning (its generation prompt opens `<think>`, its history does not show it) splits
+every call into a sample of its own, with the episode weighed once. An agent that raises, hangs
+or never calls the model ends its episode with the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from beyondagent_plugin_gym.config import FrozenLakeConfig
+from beyondagent_plugin_gym.frozenlake import FrozenLake
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.rollout import rollout
+from beyondagent_plugin_torch.trainer import stop_token_ids
+from beyondagent_plugin_torch.update import make_batch
+from tiny_and_real import loaded_policy
+
+from beyondagent_core.runtime.agent import AgentConfig, AgentWorkflow
+from beyondagent_core.runtime.episodes import EpisodeRunner
+from beyondagent_core.runtime.tokens import ChatTemplate
+from beyondagent_core.types import Task
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "agent_openai.yaml"
+AGENT = ROOT / "examples" / "agents" / "openai_frozenlake.py"
+TASKS = [Task(task_id=f"frozenlake/train/{i}", env="frozenlake", metadata={"size": 2}) for i in range(2)]
+
+
+def agents_module(tmp_path: Path, source: str) -> str:
+    path = tmp_path / "agents_under_test.py"
+    path.write_text(source, encoding="utf-8")
+    return str(path)
+
+
+def run_agents(entrypoint: str, *, tokenizer: Any = None, timeout: float = 60, group: int = 2
+               ) -> tuple[list[Any], list[tuple[list[int], list[int]]]]:
+    """Roll out every task `group` times with the agent; returns the episodes and what the scheduler
+    sampled: (prompt ids, sampled ids) of every request."""
+    model, tiny = loaded_policy("tiny")
+    template = ChatTemplate(tokenizer or tiny)
+    scheduler = ChatScheduler(model, eos_token_ids=stop_token_ids(model, template.tokenizer, template),
+                              pad_token_id=tiny.pad_token_id)
+    sampled: list[tuple[list[int], list[int]]] = []
+    generate = scheduler.generate
+
+    async def recording(order, prompt_ids, *args, **kwargs):
+        ids, logprobs = await generate(order, prompt_ids, *args, **kwargs)
+        sampled.append((list(prompt_ids), list(ids)))
+        return ids, logprobs
+
+    scheduler.generate = recording
+    workflow = AgentWorkflow(AgentConfig(entrypoint=entrypoint, timeout=timeout))
+    runner = EpisodeRunner(workflow, make_env=lambda: FrozenLake(FrozenLakeConfig(size=2, max_steps=4)))
+    jobs = [(g, task) for g, task in enumerate(TASKS) for _ in range(group)]
+    episodes = asyncio.run(rollout(jobs, runner=runner, scheduler=scheduler, template=template,
+                                   sampling=Sampling(1.0, 1.0, 3), max_episode_tokens=512, max_concurrency=4,
+                                   seed=(0,)))
+    return episodes, sampled
+
+
+def trained_turns(episodes: list[Any]) -> list[tuple[int, ...]]:
+    """The model turns training sees: loss-masked ids of every row of the batch, turn by turn."""
+    batch = make_batch(episodes, [1.0] * len(episodes), pad_token_id=0, device="cpu")
+    turns = []
+    for row in range(batch.size):
+        current: list[int] = []
+        for t in range(batch.loss_mask.shape[1]):
+            if batch.loss_mask[row, t]:
+                current.append(int(batch.input_ids[row, t + 1]))
+            elif current:
+                turns.append(tuple(current))
+                current = []
+        if current:
+            turns.append(tuple(current))
+    return turns
+
+
+def test_an_openai_sdk_agent_trains_ids_equal_to_the_sampled_ones() -> None:
+    episodes, sampled = run_agents(f"{AGENT}:run")
+    assert all(e.trajectory.error is None for e in episodes), [e.trajectory.error for e in episodes]
+    assert all(e.trajectory.metrics["reward_source"] == "env" for e in episodes)
+    # Every sampled turn is trained, once: the batch's model turns are the scheduler's replies.
+    assert sorted(trained_turns(episodes)) == sorted(tuple(ids) for _, ids in sampled)
+    # ...each conditioned on the prompt it was sampled with: a sample's tokens before a turn are that prompt.
+    prompts = {tuple(ids): tuple(prompt) for prompt, ids in sampled}
+    for episode in episodes:
+        for sample in episode.samples:
+            for start, end in sample.turn_spans:
+                assert prompts[tuple(sample.input_ids[start:end])] == tuple(sample.input_ids[:start])
+    calls = sum(e.trajectory.metrics["gateway_calls"] for e in episodes)
+    assert calls == len(sampled) and calls >= len(episodes)
+
+
+THINKING_TEMPLATE = (  # DeepSeek-R1 / Qwen3 style: the reply opens in <think>, history drops the reasoning
+    "{%- for message in messages %}"
+    "{%- set content = message['content'] %}"
+    "{%- if message['role'] == 'assistant' %}{%- set content = content.split('</think>')[-1] %}{%- endif %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}"
+)
+
+
+def test_a_template_that_drops_reasoning_splits_every_call_into_its_own_sample() -> None:
+    _, tiny = loaded_policy("tiny")
+    thinking = copy.deepcopy(tiny)
+    thinking.chat_template = THINKING_TEMPLATE
+    episodes, sampled = run_agents(f"{AGENT}:run", tokenizer=thinking)
+    assert all(e.trajectory.error is None for e in episodes), [e.trajectory.error for e in episodes]
+    for episode in episodes:
+        calls = episode.trajectory.metrics["gateway_calls"]
+        assert len(episode.samples) == calls and episode.trajectory.metrics["gateway_splits"] == calls - 1
+        for sample in episode.samples:  # each sample: the whole prompt of its call, then that call's reply
+            assert len(sample.turn_spans) == 1 and sample.prompt_length == sample.turn_spans[0][0]
+    assert sorted(trained_turns(episodes)) == sorted(tuple(ids) for _, ids in sampled)
+    batch = make_batch(episodes, [1.0] * len(episodes), pad_token_id=0, device="cpu")
+    shares = [1 / len(e.samples) for e in episodes for _ in e.samples]
+    assert batch.episode_share.tolist() == pytest.approx(shares)
+    assert float(batch.episode_share.sum()) == pytest.approx(len(episodes))  # each episode counts once
+
+
+FAILING_AGENTS = '''
+import time
+from openai import OpenAI
+
+def raises(task, llm_base_url, env):
+    OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    raise KeyError("the map has no goal")
+
+def hangs(task, llm_base_url, env):
+    time.sleep(30)
+
+async def never_calls(task, llm_base_url, env):
+    return 1.0
+
+def returns_reward(task, llm_base_url, env):
+    OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    return {"score": 0.25, "success": False}
+
+def posts_reward(task, llm_base_url, env):
+    import httpx
+    OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    httpx.post(llm_base_url.removesuffix("/v1") + "/reward", json={"score": 0.75, "success": True}).raise_for_status()
+'''
+
+
+@pytest.mark.parametrize(("function", "timeout", "error"), [
+    ("raises", 60, "raised KeyError: 'the map has no goal'"),
+    ("hangs", 1, "did not finish within 1 s (workflow.timeout); it made 0 model call(s)"),
+    ("never_calls", 60, "returned without calling the model"),
+])
+def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, function: str, timeout: float,
+                                                            error: str) -> None:
+    episodes, _ = run_agents(f"{agents_module(tmp_path, FAILING_AGENTS)}:{function}", timeout=timeout, group=1)
+    assert [e.trajectory.error for e in episodes] == [f"AgentError: agent {tmp_path}/agents_under_test.py:"
+                                                      f"{function} {error}"] * 2 or all(
+        error in (e.trajectory.error or "") for e in episodes), [e.trajectory.error for e in episodes]
+    assert not any(e.trainable for e in episodes)
+
+
+@pytest.mark.parametrize(("function", "score", "success"), [("returns_reward", 0.25, False),
+                                                            ("posts_reward", 0.75, True)])
+def test_the_agent_s_own_reward_wins(tmp_path: Path, function: str, score: float, success: bool) -> None:
+    episodes, _ = run_agents(f"{agents_module(tmp_path, FAILING_AGENTS)}:{function}", group=1)
+    for episode in episodes:
+        assert episode.trajectory.error is None
+        assert (episode.trajectory.reward.score, episode.trajectory.reward.success) == (score, success)
+        assert episode.trajectory.metrics["reward_source"] == "agent"
+
+
+def test_a_bad_entrypoint_is_a_spec_error_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="workflow.entrypoint: cannot import 'no_such_module_here'"):
+        AgentWorkflow(AgentConfig(entrypoint="no_such_module_here:run"))
+    with pytest.raises(ValueError, match="has no 'nope'"):
+        AgentWorkflow(AgentConfig(entrypoint=f"{agents_module(tmp_path, FAILING_AGENTS)}:nope"))
+    with pytest.raises(ValueError, match="must be 'package.module:function'"):
+        AgentWorkflow(AgentConfig(entrypoint="just_a_name"))
+
+
+@pytest.mark.beyondagent_plugins("gym", "torch", "mixers")
+def test_the_example_spec_trains_two_steps(run_spec, tmp_path: Path) -> None:
+    result = run_spec(EXAMPLE, "backend.total_steps=2", "backend.batch_size=2", "algorithm.group_size=2",
+                      "backend.eval_every=0", "tasks.val.count=2", f"workflow.entrypoint={AGENT}:run",
+                      f"run.output_dir={tmp_path}")
+    assert result.metrics["steps"] == 2
+    lines = [json.loads(line) for line in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [line for line in lines if line.get("step", 0) >= 1 and "train/reward_mean" in line]
+    assert len(steps) == 2
+    for line in steps:
+        assert line["train/episode_errors"] == 0
+        assert line["gateway/calls_per_episode"] >= 1
+        assert line["gateway/split_episodes"] == 0.0  # the tiny template is append-only: no split
+        assert line["rollout/logprob_diff"] < 1e-3  # trained on the ids it sampled, with their log-probs

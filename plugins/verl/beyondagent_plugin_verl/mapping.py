@@ -28,6 +28,7 @@ ADVANTAGE_RECORD = "beyondagent_advantage"  # the agent loop's per-episode recor
 GUIDANCE_RECORD = "beyondagent_guidance"  # the agent loop's per-episode record of experience guidance
 OFF_POLICY_LOSS = "beyondagent_off_policy"  # off_policy_loss.py: verl's PPO clip, its own bounds on guided rows
 CPU_RAY_SLOTS = 16  # Ray's CPU count is logical: verl's actors each ask for one, the OS shares the cores
+CPU_AGENT_LOOP_WORKERS = 2  # concurrent episodes still interleave inside each worker (asyncio)
 ADV_ESTIMATORS = {"grpo": "grpo"}
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -178,8 +179,10 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
 
     Each of `gpus_per_node` trainer workers is a process holding one *logical* Ray GPU (Ray only
     counts them); FSDP2 over gloo in fp32 with PyTorch's own attention (no flash-attn, no padding
-    removal, no torch.compile); one transfer-queue storage unit and one reward worker where verl
-    defaults to eight, for a machine with a few cores.
+    removal, no torch.compile); one transfer-queue storage unit, one reward worker and
+    `CPU_AGENT_LOOP_WORKERS` agent-loop workers where verl defaults to eight each, for a machine
+    with a few cores (each worker is a process importing torch and verl: eight of them took ~65 s
+    of a 1-step CPU run's start on 2 cores).
     """
     actor, ref, model = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.model"
     return {
@@ -198,6 +201,7 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
         "actor_rollout_ref.rollout.free_cache_engine": False,
         "transfer_queue.backend.SimpleStorage.num_data_storage_units": 1,
         "reward.num_workers": 1,
+        "actor_rollout_ref.rollout.agent.num_workers": CPU_AGENT_LOOP_WORKERS,
         "data.dataloader_num_workers": 0,
         "ray_kwargs.ray_init.num_cpus": CPU_RAY_SLOTS,
         "+ray_kwargs.ray_init.num_gpus": config.gpus_per_node,

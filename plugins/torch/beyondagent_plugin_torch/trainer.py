@@ -50,7 +50,7 @@ from beyondagent_core.runtime.guidance import (
     stripped_sequence,
     trains_stripped,
 )
-from beyondagent_core.runtime.tokens import ChatTemplate
+from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
 from beyondagent_plugin_torch.checkpoint import (
@@ -422,10 +422,9 @@ class Trainer:
         picked = self.episode_sampling.picked(step, split, [e.group for e in episodes], failed)
         records = []
         for i in picked:
-            episode, sequence = episodes[i], episodes[i].sequence
+            episode = episodes[i]
             per_token = None if advantages is None else [float(a) for a in advantages[i]]
-            tokens = token_view(sequence.input_ids, sequence.loss_mask, sequence.logprobs, per_token,
-                                self.pieces.pieces(sequence.input_ids), sequence.turn_spans, sequence.prompt_length)
+            tokens = samples_token_view(episode.samples, per_token, self.pieces.pieces)
             values = None if step_values is None or step_values[i] is None else [float(v) for v in step_values[i]]
             records.append(episode_record(step=step, split=split, index=i, group=episode.group,
                                           trajectory=episode.trajectory, tokens=tokens, guided=episode.guided,
@@ -542,6 +541,21 @@ def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
         **origin_metrics(split, episodes),
         **gateway_metrics(episodes),
     }
+
+
+def samples_token_view(samples: list[TokenSequence], advantages: list[float] | None,
+                       pieces: Any) -> dict[str, Any]:
+    """The token block of an episode's record: its samples laid end to end, as the advantage
+    estimator saw them (`joined_view`); a split gateway episode's block says where each sample
+    starts (`sample_starts`), so the viewer shows them together, one after the other."""
+    spans, _, offsets = joined_view(samples)
+    ids = [t for sample in samples for t in sample.input_ids]
+    tokens = token_view(ids, [b for sample in samples for b in sample.loss_mask],
+                        [x for sample in samples for x in sample.logprobs], advantages, pieces(ids), spans,
+                        samples[0].prompt_length)
+    if len(samples) > 1:
+        tokens["sample_starts"] = offsets
+    return tokens
 
 
 def gateway_metrics(episodes: list[Episode]) -> dict[str, float]:

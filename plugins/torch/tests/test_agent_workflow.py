@@ -21,10 +21,11 @@ from beyondagent_plugin_gym.config import FrozenLakeConfig
 from beyondagent_plugin_gym.frozenlake import FrozenLake
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.rollout import rollout
-from beyondagent_plugin_torch.trainer import stop_token_ids
+from beyondagent_plugin_torch.trainer import samples_token_view, stop_token_ids
 from beyondagent_plugin_torch.update import make_batch
 from tiny_and_real import loaded_policy
 
+from beyondagent_core.episode_records import expand_tokens
 from beyondagent_core.runtime.agent import AgentConfig, AgentWorkflow
 from beyondagent_core.runtime.episodes import EpisodeRunner
 from beyondagent_core.runtime.tokens import ChatTemplate
@@ -127,6 +128,20 @@ def test_a_template_that_drops_reasoning_splits_every_call_into_its_own_sample()
     shares = [1 / len(e.samples) for e in episodes for _ in e.samples]
     assert batch.episode_share.tolist() == pytest.approx(shares)
     assert float(batch.episode_share.sum()) == pytest.approx(len(episodes))  # each episode counts once
+    # The episode's record (episodes.jsonl, for the viewer) holds every sample, end to end, with where
+    # each starts, and the advantages the estimator gave the samples laid out that way.
+    episode = max(episodes, key=lambda e: len(e.samples))
+    length = sum(len(sample) for sample in episode.samples)
+    advantages = [0.5 * (i % 3) for i in range(length)]
+    block = samples_token_view(episode.samples, advantages, lambda ids: [f"<{i}>" for i in ids])
+    rows = expand_tokens({"tokens": block})
+    assert [row["id"] for row in rows] == [t for sample in episode.samples for t in sample.input_ids]
+    assert [row["mask"] for row in rows] == [b for sample in episode.samples for b in sample.loss_mask]
+    assert [row["advantage"] for row in rows] == advantages
+    starts = [0]
+    for sample in episode.samples[:-1]:
+        starts.append(starts[-1] + len(sample))
+    assert block["sample_starts"] == starts and len(starts) > 1
 
 
 FAILING_AGENTS = '''

@@ -35,6 +35,7 @@ off-policy samples for the loss and summarizes the step into the store.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl.advantage_records import advantage_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
 from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, guided, own_estimator
-from beyondagent_plugin_verl.verl_chat import PromptTooLong, VerlChat, split_response
+from beyondagent_plugin_verl.verl_chat import PromptTooLong, VerlChat, gateway_sample, split_response
 
 _log = logging.getLogger(__name__)
 
@@ -69,9 +70,14 @@ _RUNTIMES: dict[tuple[str, tuple[str, ...], str], Any] = {}
 class WorkerRuntime:
     """The spec's episode runner, built in this worker from the spec file."""
 
-    def __init__(self, spec_path: str, overrides: tuple[str, ...], run_dir: str):
+    def __init__(self, spec_path: str, overrides: tuple[str, ...], run_dir: str, cwd: str | None = None):
         from beyondagent_core.context import RunContext, RunInfo
         from beyondagent_core.pipeline import prepare
+
+        if cwd and Path(cwd).is_dir() and Path.cwd() != Path(cwd):
+            # Ray starts this process elsewhere; the spec's relative paths (a workflow's entrypoint
+            # file, a data file) mean what they meant where `beyondagent run` was started
+            os.chdir(cwd)
 
         session = prepare(spec_path, list(overrides))
         spec = session.spec
@@ -95,10 +101,10 @@ class WorkerRuntime:
         return self._pieces
 
 
-def runtime(spec_path: str, overrides: tuple[str, ...], run_dir: str) -> WorkerRuntime:
+def runtime(spec_path: str, overrides: tuple[str, ...], run_dir: str, cwd: str | None = None) -> WorkerRuntime:
     key = (spec_path, overrides, run_dir)
     if key not in _RUNTIMES:
-        _RUNTIMES[key] = WorkerRuntime(spec_path, overrides, run_dir)
+        _RUNTIMES[key] = WorkerRuntime(spec_path, overrides, run_dir, cwd)
     return _RUNTIMES[key]
 
 
@@ -109,7 +115,7 @@ def runtime_of_config(config: Any) -> WorkerRuntime:
     path = config.actor_rollout_ref.rollout.agent.agent_loop_config_path
     entry = next(e for e in yaml.safe_load(Path(path).read_text()) if e.get("name") == AGENT_NAME)
     return runtime(str(entry["spec_path"]), tuple(str(o) for o in entry.get("spec_overrides") or ()),
-                   str(entry.get("run_dir") or Path(entry["spec_path"]).parent))
+                   str(entry.get("run_dir") or Path(entry["spec_path"]).parent), entry.get("cwd"))
 
 
 def task_of(row: dict[str, Any]) -> Task:
@@ -143,7 +149,7 @@ class BeyondAgentLoop(AgentLoopBase):
     """verl agent loop running a BeyondAgent spec's workflow, env and judges for one dataset row."""
 
     def __init__(self, *args: Any, spec_path: str | None = None, spec_overrides: Any = (), run_dir: str | None = None,
-                 max_new_tokens: int | None = None, train_groups: int | None = None, val_groups: int | None = None,
+                 cwd: str | None = None, max_new_tokens: int | None = None, train_groups: int | None = None, val_groups: int | None = None,
                  **kwargs: Any):
         super().__init__(*args, **kwargs)
         if not spec_path:
@@ -152,26 +158,33 @@ class BeyondAgentLoop(AgentLoopBase):
         self.spec_path = str(spec_path)
         self.spec_overrides = tuple(str(o) for o in (spec_overrides or ()))
         self.run_dir = str(run_dir or Path(spec_path).parent)
+        self.cwd = cwd
         self.max_new_tokens = int(max_new_tokens or self.rollout_config.response_length)
         self.groups = {"train": train_groups, "val": val_groups}
         self.template = ChatTemplate(self.tokenizer)
 
     async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
         task = task_of(row)
-        worker = runtime(self.spec_path, self.spec_overrides, self.run_dir)
+        worker = runtime(self.spec_path, self.spec_overrides, self.run_dir, self.cwd)
         place = self.place(worker, row)
         chat = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
                         prompt_length=self.rollout_config.prompt_length,
                         response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         lessons = self.lessons(worker, task, place)
         started = time.perf_counter()
-        trajectory = await worker.runner.run(task, GuidedLLM(chat, lessons) if lessons else chat)
+        try:
+            trajectory = await worker.runner.run(task, GuidedLLM(chat, lessons) if lessons else chat)
+        finally:
+            chat.close()
         if lessons and (trajectory.error or "").startswith(PromptTooLong.__name__):
             _log.warning("beyondagent: a guided rollout of task %s failed: with its %d lessons the prompt is longer "
                          "than backend.max_prompt_tokens (%s); raise max_prompt_tokens by the lessons' length, or "
                          "lower experience.k", task.task_id, len(lessons), trajectory.error)
         success = bool(trajectory.reward is not None and trajectory.reward.success)
         sequence, off_policy = chat.sequence, False
+        if chat.gateway is not None:  # an `agent` episode: its calls through the gateway
+            sequence, trajectory = gateway_sample(chat, trajectory)
+            success = bool(trajectory.reward is not None and trajectory.reward.success)
         if lessons and trajectory.error is None and trains_stripped(worker.guidance.block.training, success):
             sequence, off_policy = stripped_sequence(trajectory, self.template), True  # trained without the lessons
         # the weights version of an episode that never generated (it failed first): the ones this step
@@ -281,6 +294,9 @@ class BeyondAgentLoop(AgentLoopBase):
                     # rollout.response_length, left out of the response
                     "response_tokens_dropped": max(0, len(sequence) - sequence.prompt_length
                                                    - len(response_ids)),
+                    # an `agent` episode's calls through the gateway, and the samples they became
+                    **{key: trajectory.metrics[key] for key in ("gateway_calls", "gateway_samples", "gateway_splits")
+                       if key in trajectory.metrics},
                 },
             },
         )

@@ -69,6 +69,10 @@ CAUSES: tuple[tuple[str, str, str], ...] = (
      "for a cluster, set backend.ray_address (or RAY_ADDRESS) to the head node; see docs/verl.md"),
     (r"Agent loop \S+ not registered", "verl did not find our agent loop in a worker",
      "rebuild verl's venv: beyondagent verl setup --rebuild"),
+    # our own error in a rollout worker (a spec value only the worker can check, e.g. a workflow's
+    # entrypoint file): verl's last words are then about the episodes it lost, not this cause
+    (r"beyondagent_core\.errors\.(?:SpecError|RunError): ", "our agent loop failed in verl's rollout worker",
+     "fix what the message names; the log has the worker's traceback"),
 )
 # Only the end of a failed run's log is searched for them (where the error is), not its warnings.
 FAILURE_TAIL_LINES = 300
@@ -269,6 +273,7 @@ class VerlBackend:
         spec_path.write_text(yaml.safe_dump(_worker_spec(run), sort_keys=False, allow_unicode=True))
         loop = [{"name": AGENT_NAME, "_target_": "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop",
                  "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run_dir),
+                 "cwd": str(Path.cwd()),  # where the spec's relative paths point (a workflow's entrypoint file)
                  "max_new_tokens": self.config.max_new_tokens,
                  # the tasks of a training step and of an evaluation: `logging.episodes` picks among them
                  "train_groups": self.config.batch_size, "val_groups": val_groups}]

@@ -15,6 +15,9 @@ from typing import Any
 from beyondagent_core.metric_names import (
     ADVANTAGE_PREFIX,
     EXPERIENCE_PREFIX,
+    GATEWAY_CALLS_PER_EPISODE,
+    GATEWAY_SAMPLES_PER_EPISODE,
+    GATEWAY_SPLIT_EPISODES,
     TRAIN_SUCCESS_RATE_GUIDED,
     TRAIN_SUCCESS_RATE_UNGUIDED,
 )
@@ -94,4 +97,9 @@ def episode_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
             chosen = [bool(e.get("success")) for e in episodes if bool(e.get("guided")) is flag]
             if chosen:
                 out[name] = sum(chosen) / len(chosen)
+    served = [e for e in episodes if "gateway_calls" in e]  # `agent` episodes: the torch backend's gateway metrics
+    if served:
+        out[GATEWAY_SPLIT_EPISODES] = sum(e.get("gateway_splits", 0) > 0 for e in served) / len(served)
+        out[GATEWAY_SAMPLES_PER_EPISODE] = sum(e.get("gateway_samples", 0) for e in served) / len(served)
+        out[GATEWAY_CALLS_PER_EPISODE] = sum(e["gateway_calls"] for e in served) / len(served)
     return out

@@ -92,6 +92,11 @@ def test_log_causes_are_recognised(tmp_path: Path) -> None:
     assert "ran out of memory" in failure(log, 1).message
     log.write_text("AssertionError: Agent loop beyondagent not registered, registered agent loops: ['tool_agent']\n")
     assert "did not find our agent loop" in failure(log, 1).message
+    log.write_text("(AgentLoopWorkerTQ pid=1) beyondagent_core.errors.SpecError: invalid workflow: workflow.entrypoint: "
+                   "cannot import 'agents/lake.py' (FileNotFoundError: no file /x/agents/lake.py)\n"
+                   "RuntimeError: Sync replay buffer selected terminal groups with no materializable trajectories.\n")
+    message = failure(log, 1).message
+    assert "our agent loop failed" in message and "cannot import 'agents/lake.py'" in message
 
 
 def test_the_metrics_reader_takes_only_complete_lines(tmp_path: Path) -> None:

@@ -196,6 +196,32 @@ def test_the_llm_judged_adca_estimator_runs_inside_verls_trainer(verl_venv: Any,
     print(f"\nverl on CPU with adca: 1 step in {seconds:.0f} s")
 
 
+def test_a_plain_openai_agent_trains_inside_verl_through_the_gateway(verl_venv: Any, tiny_model: str,
+                                                                    tmp_path: Path) -> None:
+    """examples/agent_openai.yaml's agent (a plain `openai` SDK loop, unchanged) on the verl backend:
+    each agent-loop worker serves the gateway, verl's server manager generates behind it, and verl
+    trains on exactly the ids the server sampled."""
+    spec = cpu_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["workflow"] = yaml.safe_load((ROOT / "examples" / "agent_openai.yaml").read_text())["workflow"]
+    data["backend"].update({"total_steps": 1, "save_every": 0})
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    run_dir = tmp_path / "runs" / "verl_frozenlake"
+    line = steps(run_dir)[1]
+    assert line["actor/grad_norm"] > 0
+    assert line["verl/training/rollout_probs_diff_max"] < 1e-6  # verl's actor agrees with the sampled log-probs
+    assert line["gateway/calls_per_episode"] >= 1 and line["gateway/split_episodes"] == 0
+    records = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(record["error"] is None for record in records)
+    for record in records:  # every trained token is one the agent's calls sampled, with its log-prob
+        trained = [row for row in expand_tokens(record) if row["mask"]]
+        assert trained and all(row["logprob"] is not None for row in trained)
+        assert record["metrics"]["gateway_calls"] >= 1 and [t for t in record["turns"] if t["role"] == "assistant"]
+    print(f"\nthe openai agent on verl (CPU) through the gateway: 1 step in {seconds:.0f} s, "
+          f"{line['gateway/calls_per_episode']:.1f} calls an episode")
+
+
 TAXI_TASK = ('<task>{"query": "Move the taxi one row north (judge: yes).", "confidence": 0.9, '
              '"action_sequence": ["north"]}</task>')
 

@@ -48,6 +48,8 @@ pre { white-space: pre-wrap; word-break: break-word; background: #f6f6f8; paddin
           word-break: break-all; line-height: 1.75; background: #fafafa; border: 1px solid var(--line); padding: .6em; }
 .tok { border-radius: 2px; padding: 0 1px; margin: 0 0 0 1px; }
 .tok.nl::after { content: "\\21B5"; color: #aaa; }
+div.tokens .tok.msample { display: block; margin: .8em 0 .3em; padding: .1em .3em; background: none; color: #555;
+  font-weight: 600; border-top: 1px dashed #bbb; outline: none; }
 .by-mask .tok.m0 { background: #ececf0; color: #777; }
 .by-mask .tok.m1 { background: #c8f0d0; color: #0a3d17; outline: 1px solid #8fd19e; }
 .by-logprob .tok.m0, .by-advantage .tok.m0 { color: #999; }

@@ -133,8 +133,11 @@ def episode_page(run: Any, row: dict[str, Any], record: dict[str, Any], tokens: 
     details = None
     if record.get("details"):
         details = clip(json.dumps(record["details"], ensure_ascii=False, indent=1, default=str), MAX_DETAILS_CHARS)
+    starts = sample_starts(block, row["tokens"] or 0)
+    ep["samples"] = len(starts) + 1 if starts else None
     return render("episode.html", title=f"{run.name}: {ep['task_id']}", run=run, runs=runs, row=row, bad=None, ep=ep,
-                  box=token_box(tokens, row["tokens"]), colours=colours, turns=shown[:MAX_TURNS_SHOWN],
+                  box=token_box(tokens, row["tokens"], sample_starts=starts), colours=colours,
+                  turns=shown[:MAX_TURNS_SHOWN],
                   hidden_turns=max(0, len(shown) - MAX_TURNS_SHOWN), details=details)
 
 
@@ -172,12 +175,32 @@ def turn_view(turn: dict[str, Any], step_value: Any = None) -> dict[str, Any]:
             "calls": calls, "step_value": number(step_value, "+.3f")}
 
 
-def token_box(tokens: Sequence[dict[str, Any]], total: int, *, start: int = 0) -> dict[str, Any]:
+def sample_starts(block: dict[str, Any], total: int) -> list[int]:
+    """Where each sample after the first starts in a split gateway episode's token block (its
+    samples are laid end to end); [] for a one-sample episode or a value that is not a valid list."""
+    starts = block.get("sample_starts")
+    if not isinstance(starts, list) or len(starts) > total + 1:
+        return []
+    if not all(type(x) is int for x in starts) or starts != sorted(set(starts)) or starts[:1] != [0] \
+            or starts[-1] >= max(total, 1):
+        return []
+    return starts[1:]
+
+
+def token_box(tokens: Sequence[dict[str, Any]], total: int, *, start: int = 0,
+              sample_starts: Sequence[int] = ()) -> dict[str, Any]:
     """The spans of a token window (`records.token_window` from `start`) as (mask, style, title, text)
     tuples (the template unpacks them: no lookups in its hot loop): mask as class, probability and
-    advantage as CSS variables, every value in the title. `total` is the block's length."""
+    advantage as CSS variables, every value in the title. `total` is the block's length. Before
+    each of `sample_starts` (a split gateway episode's later samples) a heading span (mask class
+    `sample`) names the sample."""
     spans = []
+    headings = {position: number for number, position in enumerate(sample_starts, start=2)}
     for position, token in enumerate(tokens, start=start):
+        if position in headings:
+            spans.append(("sample", "", "a model call that did not extend the previous prompt and reply starts "
+                          "a new sample of this episode (docs/agents.md)",
+                          f"sample {headings[position]} of {len(sample_starts) + 1}"))
         mask = "1" if token["mask"] else "0"
         token_id = token["id"] if type(token["id"]) is int else clip(token["id"], 40)
         hover = f"#{position} · id {token_id} · mask {mask}"

@@ -98,6 +98,29 @@ def test_episode_tokens_mask_logprobs_and_advantages(client: httpx.Client) -> No
     assert missing.status_code == 404 and "no episode 999" in missing.text
 
 
+def test_a_split_gateway_episode_shows_its_samples_together(run_dir: Path) -> None:
+    # A gateway episode whose second call did not extend the first: two samples laid end to end in
+    # one token block, `sample_starts` saying where each begins. A damaged value is ignored.
+    split = record(1, 0)
+    split["tokens"]["sample_starts"] = [0, 9]
+    damaged = record(1, 1)
+    damaged["tokens"]["sample_starts"] = [0, 99, "x"]
+    append_jsonl(run_dir / EPISODES_FILE, [split, damaged])
+    runs = open_runs([run_dir], min_interval_s=0)
+    with ServerThread(create_app(runs)) as url, httpx.Client(base_url=url, timeout=20) as client:
+        lines = listing(client)["total"]
+        html = client.get(f"/r/0/episode/{lines - 1}").text
+        box = html[html.index('<div class="tokens'):]
+        spans = re.findall(r'<span class="tok (m[01]|msample)"[^>]*>([^<]*)</span>', box[:box.index("</div>")])
+        assert [mask for mask, _ in spans].count("msample") == 1
+        assert spans[9] == ("msample", "sample 2 of 2")  # before the token at position 9
+        assert [mask for mask, _ in spans if mask != "msample"] == ["m0"] * 6 + ["m1"] * 3 + ["m0"] * 2 + ["m1"] * 2
+        assert "<dt>samples</dt><dd>2:" in html
+        damaged_html = client.get(f"/r/0/episode/{lines}").text
+        damaged_box = damaged_html[damaged_html.index('<div class="tokens'):]
+        assert "msample" not in damaged_box[:damaged_box.index("</div>")] and "<dt>samples</dt>" not in damaged_html
+
+
 def test_group_side_by_side(client: httpx.Client) -> None:
     data = client.get("/r/0/api/group", params={"step": 2, "split": "train", "group": "0"}).json()
     assert len(data["episodes"]) == GROUP_SIZE

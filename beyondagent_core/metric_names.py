@@ -14,6 +14,13 @@ TRAIN_SUCCESS_RATE = "train/success_rate"
 TRAIN_RESPONSE_LENGTH = "train/response_length"  # mean generated tokens per episode
 TRAIN_TURNS = "train/turns"  # mean turns per episode
 TRAIN_FLAT_GROUPS = "train/flat_groups"  # share of groups whose rewards are all equal: zero advantage, no signal
+# Only with `algorithm.dynamic_sampling`: generation batches the step sampled, and the groups whose
+# rewards were all equal left out of its update.
+TRAIN_GEN_BATCHES = "train/gen_batches"
+TRAIN_DROPPED_GROUPS = "train/dropped_groups"
+# Only with `algorithm.overlong`: the mean reward penalty, and the share of episodes penalized.
+TRAIN_OVERLONG_PENALTY = "train/overlong_penalty"
+TRAIN_OVERLONG_FRACTION = "train/overlong_fraction"
 # Only when the batch holds synthetic tasks (exploration): per origin.
 TRAIN_SYNTHETIC_FRACTION = "train/synthetic_fraction"
 TRAIN_SUCCESS_RATE_ORIGINAL = "train/success_rate_original"

@@ -71,18 +71,52 @@ class ModelSection:
 
 
 @attrs.define
+class OverlongShaping:
+    """DAPO's soft overlong punishment (`algorithm.overlong`): an episode whose generated tokens L pass
+    `max_len - buffer_len` gets `min(0, -(L - (max_len - buffer_len)) / buffer_len * penalty_factor)`
+    added to its reward; `max_len` None: the backend's response limit (torch: `backend.max_new_tokens`)."""
+
+    buffer_len: int = MISSING
+    penalty_factor: float = 1.0
+    max_len: int | None = None
+
+
+def _check_overlong(instance: Any, attribute: attrs.Attribute, value: OverlongShaping | None) -> None:
+    if value is None:
+        return
+    for field, check in (("buffer_len", number(ge=1)), ("penalty_factor", number(ge=0)), ("max_len", number(ge=1))):
+        try:
+            check(value, attrs.fields_dict(OverlongShaping)[field], getattr(value, field))
+        except FieldRangeError as exc:
+            raise FieldRangeError(f"overlong.{field}", exc.message) from None
+    if value.max_len is not None and value.max_len <= value.buffer_len:
+        raise FieldRangeError("overlong.max_len", f"must be > algorithm.overlong.buffer_len ({value.buffer_len}), "
+                                                  f"got {value.max_len}")
+
+
+@attrs.define
 class AlgorithmSection:
-    """GRPO as verl defines it (see DESIGN.md, "Training")."""
+    """GRPO as verl defines it (see DESIGN.md, "Training"), with DAPO's and GSPO's options
+    (docs/spec.md, "GRPO options"): `clip_ratio_low`/`clip_ratio_high` (None: `clip_ratio`),
+    `policy_loss` (`vanilla` or `gspo`), `overlong` reward shaping and `dynamic_sampling` (groups
+    whose rewards are all equal are dropped and more are sampled, at most `max_gen_batches`
+    generation batches a step). Each backend checks the names it implements."""
 
     name: str = "grpo"
     group_size: int = attrs.field(default=8, validator=number(ge=1))
     norm_adv_by_std: bool = True
     clip_ratio: float = attrs.field(default=0.2, validator=number(gt=0))
+    clip_ratio_low: float | None = attrs.field(default=None, validator=number(gt=0, lt=1))
+    clip_ratio_high: float | None = attrs.field(default=None, validator=number(gt=0))
     clip_ratio_c: float = attrs.field(default=3.0, validator=number(gt=1))
     kl_coef: float = attrs.field(default=0.001, validator=number(ge=0))
     kl_type: str = "low_var_kl"
     loss_agg_mode: str = "token-mean"
     entropy_coeff: float = attrs.field(default=0.0, validator=number(ge=0))
+    policy_loss: str = "vanilla"
+    overlong: OverlongShaping | None = attrs.field(default=None, validator=_check_overlong)
+    dynamic_sampling: bool = False
+    max_gen_batches: int = attrs.field(default=10, validator=number(ge=1))
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -68,9 +68,9 @@ class TorchConfig:
     report: bool = True
 
 
-def check_algorithm(spec: Spec) -> None:
-    """What the torch backend needs of `algorithm:`; errors name the key."""
-    from beyondagent_plugin_torch.grpo import KL_TYPES, LOSS_AGG_MODES
+def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
+    """What the torch backend needs of `algorithm:`; errors name the key and its valid values."""
+    from beyondagent_plugin_torch.grpo import KL_TYPES, LOSS_AGG_MODES, POLICY_LOSSES
 
     algo = spec.algorithm
     where = f"{spec.path}, key algorithm"
@@ -86,5 +86,20 @@ def check_algorithm(spec: Spec) -> None:
     if algo.loss_agg_mode not in LOSS_AGG_MODES:
         raise SpecError(f"unknown algorithm.loss_agg_mode {algo.loss_agg_mode!r}", where=f"{where}.loss_agg_mode",
                         hint=f"one of {', '.join(LOSS_AGG_MODES)}")
+    if algo.policy_loss not in POLICY_LOSSES:
+        raise SpecError(f"unknown algorithm.policy_loss {algo.policy_loss!r}", where=f"{where}.policy_loss",
+                        hint=f"one of {', '.join(POLICY_LOSSES)} (gspo: one importance ratio per sequence)")
     if algo.kl_coef < 0 or algo.clip_ratio <= 0 or algo.clip_ratio_c <= 1:
         raise SpecError("algorithm needs kl_coef >= 0, clip_ratio > 0 and clip_ratio_c > 1", where=where)
+    if algo.overlong is not None and config is not None:
+        max_len = overlong_max_len(algo.overlong, config)
+        if max_len <= algo.overlong.buffer_len:
+            raise SpecError(f"algorithm.overlong.buffer_len {algo.overlong.buffer_len} leaves no length unpunished: "
+                            f"the maximum length is {max_len} (algorithm.overlong.max_len, else "
+                            "backend.max_new_tokens)", where=f"{where}.overlong.buffer_len",
+                            hint=f"use a buffer_len below {max_len}, or set algorithm.overlong.max_len")
+
+
+def overlong_max_len(overlong: Any, config: TorchConfig) -> int:
+    """The length `algorithm.overlong` punishes towards: its `max_len`, else one model turn's limit."""
+    return overlong.max_len if overlong.max_len is not None else config.max_new_tokens

@@ -12,6 +12,8 @@ own venv on random inputs and compares to 1e-6; `tests/test_grpo.py` checks hand
 | `kl_penalty`                             | `core_algos.kl_penalty`                                 |
 | `aggregate`                              | `core_algos.agg_loss`                                   |
 | `policy_loss`                            | `core_algos.compute_policy_loss_vanilla` ("vanilla")    |
+| `gspo_policy_loss`                       | `core_algos.compute_policy_loss_gspo` ("gspo")          |
+| `overlong_penalty`                       | the `dapo` reward manager's overlong buffer             |
 
 Shapes: B sequences, T response tokens, V vocabulary. Masks are 0/1 (bool, int or float) of shape [B, T].
 One deliberate difference: where verl divides by a count of zero (a batch with no response tokens) and gets
@@ -33,13 +35,16 @@ __all__ = [
     "KL_TYPES",
     "LOSS_AGGREGATORS",
     "LOSS_AGG_MODES",
+    "POLICY_LOSSES",
     "PolicyLoss",
     "aggregate",
     "entropy_from_logits",
     "group_advantages",
+    "gspo_policy_loss",
     "kl_penalty",
     "log_probs_from_logits",
     "loss_normalizer",
+    "overlong_penalty",
     "policy_loss",
     "token_advantages",
 ]
@@ -374,3 +379,74 @@ def policy_loss(
                      sequence_tokens=sequence_tokens)
     return PolicyLoss(loss=loss, clip_fraction=clip_fraction, dual_clip_fraction=dual_clip_fraction,
                       approx_kl=approx_kl)
+
+
+def gspo_policy_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | Tensor | None = None,
+    loss_agg_mode: str = "token-mean",
+    normalizer: float | None = None,
+    loss_scale_factor: float | None = None,
+    sequence_share: Tensor | None = None,
+    sequence_tokens: Tensor | None = None,
+) -> PolicyLoss:
+    """GSPO (https://arxiv.org/abs/2507.18071): PPO's clip on one importance ratio per sequence (verl's "gspo").
+
+    s_b = exp(mean_t (log p - log p_old)) over row b's masked tokens (the geometric mean of its token ratios);
+    token t carries s_b's value with the gradient of its own log p: log s_bt = sg[log s_b] + log p - sg[log p],
+    clamped to <= 10 as verl does. L = max(-A s_bt, -A clip(s_bt, 1 - eps_low, 1 + eps_high)), aggregated like
+    `policy_loss`; no dual clip (verl's GSPO has none; `dual_clip_fraction` is 0). Each row is a sequence: a
+    gateway episode split into several samples has one ratio per sample (the aggregation still weighs the
+    episode once through `sequence_share` / `sequence_tokens`).
+    """
+    low = clip_ratio if clip_ratio_low is None else clip_ratio_low
+    high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+    log_ratio = log_prob - old_log_prob
+    lengths = response_mask.sum(dim=-1).clamp(min=1)
+    sequence_log_ratio = _masked_sum(log_ratio, response_mask, dim=-1) / lengths
+    token_log_ratio = (log_prob - log_prob.detach() + sequence_log_ratio.detach().unsqueeze(-1)).clamp(max=10.0)
+    ratio = token_log_ratio.exp()
+    unclipped = -advantages * ratio
+    if isinstance(high, Tensor):
+        bounded = torch.minimum(torch.clamp(ratio, min=1 - low), 1 + high.to(ratio.dtype))
+    else:
+        bounded = ratio.clamp(1 - low, 1 + high)
+    clipped = -advantages * bounded
+    per_token = torch.maximum(unclipped, clipped)
+
+    with torch.no_grad():
+        clip_fraction = _masked_mean((clipped > unclipped).to(per_token.dtype), response_mask)
+        approx_kl = _masked_mean(-log_ratio, response_mask)
+    loss = aggregate(per_token, response_mask, loss_agg_mode, normalizer=normalizer,
+                     loss_scale_factor=loss_scale_factor, sequence_share=sequence_share,
+                     sequence_tokens=sequence_tokens)
+    return PolicyLoss(loss=loss, clip_fraction=clip_fraction, dual_clip_fraction=torch.zeros_like(clip_fraction),
+                      approx_kl=approx_kl)
+
+
+# `algorithm.policy_loss` -> the loss function (verl's `actor.policy_loss.loss_mode` of the same name).
+# `policy_loss` takes `clip_ratio_c` (its dual clip); `gspo_policy_loss` has none.
+POLICY_LOSSES: dict[str, Callable[..., PolicyLoss]] = {"vanilla": policy_loss, "gspo": gspo_policy_loss}
+
+
+# ------------------------------------------------------------------------------------------- reward shaping
+
+
+def overlong_penalty(length: float, *, max_len: int, buffer_len: int, penalty_factor: float) -> float:
+    """DAPO's soft overlong punishment (https://arxiv.org/abs/2503.14476), as verl's `dapo` reward manager adds it.
+
+    With expected = max_len - buffer_len, a response of `length` tokens gets
+    min(0, -(length - expected) / buffer_len * penalty_factor): 0 up to `expected`, falling linearly to
+    -penalty_factor at `max_len` (and below it past `max_len`, as in verl).
+    """
+    if not 0 < buffer_len < max_len:
+        raise ValueError(f"overlong shaping needs 0 < buffer_len < max_len, got buffer_len={buffer_len}, "
+                         f"max_len={max_len}")
+    expected = max_len - buffer_len
+    return min(-(length - expected) / buffer_len * penalty_factor, 0.0) + 0.0  # + 0.0: no -0.0

@@ -16,6 +16,7 @@ import copy
 import gc
 import json
 import math
+import random
 import shutil
 import statistics
 import time
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 
 from beyondagent_core import metric_names
@@ -60,8 +62,9 @@ from beyondagent_plugin_torch.checkpoint import (
     load_training_state,
     save_checkpoint,
 )
-from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm
+from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm, overlong_max_len
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.grpo import overlong_penalty
 from beyondagent_plugin_torch.metrics_log import (
     SAMPLES_FILE,
     MetricsLog,
@@ -93,6 +96,11 @@ class TorchBackend:
 
     def train(self, data: TrainingData, run: RunContext) -> dict[str, Any]:
         return Trainer(self.config, data, run).fit()
+
+    def describe(self, run: RunContext) -> str:
+        """`--dry-run`: the algorithm's settings checked as a run checks them, and what the steps will do."""
+        check_algorithm(run.spec, self.config)
+        return describe_algorithm(run.spec, self.config)
 
     @staticmethod
     def checkpoint_model(root: Path, *, merge: bool, say: Callable[[str], None]) -> Path | None:
@@ -141,7 +149,7 @@ class TorchBackend:
 class Trainer:
     def __init__(self, config: TorchConfig, data: TrainingData, run: RunContext):
         spec = run.spec
-        check_algorithm(spec)
+        check_algorithm(spec, config)
         self.config, self.data, self.run, self.algorithm = config, data, run, spec.algorithm
         self.runner = run.episode_runner()  # env, workflow and judge fail here, before the model loads
         self.estimator = run.advantage_estimator()
@@ -245,25 +253,17 @@ class Trainer:
     def train_step(self, step: int, metrics_log: MetricsLog) -> dict[str, Any]:
         started = time.perf_counter()
         epoch, tasks = self.step_tasks(step)
-        jobs = [(group, task) for group, task in enumerate(tasks) for _ in range(self.algorithm.group_size)]
-        sampling = Sampling(self.config.temperature, self.config.top_p, self.config.max_new_tokens)
         generated_before = self.scheduler.stats.generated_tokens
         kv_before = self.scheduler.kv.stats.as_dict()
-        guides = None
-        if self.guidance is not None:
-            guides = self.guidance.guides(tasks, self.algorithm.group_size, seed=(self.run.info.seed, "guides", step))
-        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step), guides=guides)
+        generated_episodes, episodes, sampling_metrics = self.sample_batch(step, epoch, tasks)
         rollout_seconds = time.perf_counter() - started
         generated = self.scheduler.stats.generated_tokens - generated_before
         kv_metrics = {f"rollout/kv_{name}": value - kv_before[name]
                       for name, value in self.scheduler.kv.stats.as_dict().items()}
-        self.record_failures(step, episodes)
-        if self.guidance is not None:
-            self.strip_guided(episodes)
 
         advantages, step_values, advantage_metrics = self.estimate_advantages(step, episodes)
         self.write_episodes(metrics_log, step, "train", episodes, advantages, step_values)
-        flat_groups = self.count_flat_groups(step, episodes)
+        flat_groups = self.count_flat_groups(step, generated_episodes)
         trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
         if not trainable:
             first = next((e.trajectory.error for e in episodes if e.trajectory.error), "no tokens were generated")
@@ -284,14 +284,15 @@ class Trainer:
         self.model.eval()
         check_finite(step, self.model, actor)
         update_seconds = time.perf_counter() - update_started
-        self.write_samples(metrics_log, step, "train", episodes)
-        experience_metrics = self.learn_from(step, episodes) if self.guidance is not None else {}
+        self.write_samples(metrics_log, step, "train", generated_episodes)
+        experience_metrics = self.learn_from(step, generated_episodes) if self.guidance is not None else {}
         step_seconds = time.perf_counter() - started
         return {
             "epoch": epoch,
             **experience_metrics,
-            **episode_metrics("train", episodes),
+            **episode_metrics("train", generated_episodes),
             metric_names.TRAIN_FLAT_GROUPS: flat_groups,
+            **sampling_metrics,
             **advantage_metrics,
             **actor,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
@@ -301,6 +302,98 @@ class Trainer:
             "perf/update_s": update_seconds,
             **kv_metrics,
         }
+
+    def sample_batch(self, step: int, epoch: int, tasks: list[Task]
+                     ) -> tuple[list[Episode], list[Episode], dict[str, float]]:
+        """The step's episodes: every one generated, those the update trains on, and the sampling metrics.
+
+        One generation batch runs `tasks`, `group_size` times each. With `algorithm.dynamic_sampling`
+        (DAPO), groups whose rewards are all equal (advantage 0: no signal) are dropped and another
+        batch of `batch_size` tasks is generated until `batch_size` groups are left, at most
+        `max_gen_batches` batches; groups past `batch_size` are not trained, and a batch still short
+        after the last one is topped up with dropped groups (advantage 0, as without dynamic
+        sampling). The extra batches' tasks are drawn from the epoch's mix at random, seeded by the run
+        seed, the step and the batch number, so a resumed run samples the same ones.
+        """
+        algo = self.algorithm
+        generated: list[Episode] = []
+        informative: list[list[Episode]] = []
+        flat: list[list[Episode]] = []
+        batches = 0
+        while True:
+            batches += 1
+            batch_tasks = tasks if batches == 1 else self.extra_tasks(step, epoch, batches)
+            episodes = self.generate(step, batch_tasks, batches, first_group=len(generated) // algo.group_size)
+            generated += episodes
+            if not algo.dynamic_sampling:
+                return generated, generated, self.overlong_metrics(generated)
+            for group in group_episodes(episodes):
+                (flat if len({episode.score for episode in group}) == 1 else informative).append(group)
+            if len(informative) >= len(tasks) or batches >= algo.max_gen_batches:
+                break
+        kept = informative[:len(tasks)]
+        topped_up = flat[:len(tasks) - len(kept)]
+        if topped_up:
+            log.warning("train.dynamic_sampling_short", step=step, informative_groups=len(kept),
+                        batch_size=len(tasks), gen_batches=batches,
+                        hint="after algorithm.max_gen_batches generation batches the step still had too few groups "
+                             "whose rewards differ; it is topped up with groups of advantage 0. Raise "
+                             "max_gen_batches, or the tasks are too hard or too easy for the policy")
+        trained = [episode for group in kept + topped_up for episode in group]
+        return generated, trained, {
+            metric_names.TRAIN_GEN_BATCHES: float(batches),
+            metric_names.TRAIN_DROPPED_GROUPS: float(len(flat) - len(topped_up)),
+            **self.overlong_metrics(generated),
+        }
+
+    def generate(self, step: int, tasks: list[Task], batch: int, *, first_group: int) -> list[Episode]:
+        """One generation batch: each task `group_size` times (groups numbered from `first_group`),
+        failures recorded, guided episodes stripped, rewards shaped (`algorithm.overlong`)."""
+        size = self.algorithm.group_size
+        jobs = [(first_group + group, task) for group, task in enumerate(tasks) for _ in range(size)]
+        sampling = Sampling(self.config.temperature, self.config.top_p, self.config.max_new_tokens)
+        # The first batch keeps the seeds a step always had; extra batches (dynamic sampling) get their own.
+        extra = () if batch == 1 else (batch,)
+        guides = None
+        if self.guidance is not None:
+            guides = self.guidance.guides(tasks, size, seed=(self.run.info.seed, "guides", step, *extra))
+        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step, *extra), guides=guides)
+        self.record_failures(step, episodes)
+        if self.guidance is not None:
+            self.strip_guided(episodes)
+        if self.algorithm.overlong is not None:
+            self.shape_overlong(episodes)
+        return episodes
+
+    def extra_tasks(self, step: int, epoch: int, batch: int) -> list[Task]:
+        """`batch_size` tasks of the epoch's mix for an extra generation batch (dynamic sampling)."""
+        tasks = self._epoch_cache.get(epoch) or self.data.epoch_tasks(epoch)
+        rng = random.Random(episode_seed(self.run.info.seed, "dynamic_sampling", step, batch))
+        return rng.sample(tasks, min(self.config.batch_size, len(tasks)))
+
+    def shape_overlong(self, episodes: list[Episode]) -> None:
+        """DAPO's soft overlong punishment, added to each scored episode's reward (`grpo.overlong_penalty` of
+        its generated tokens); the penalty is kept in the reward's details and the trajectory's metrics."""
+        overlong = self.algorithm.overlong
+        max_len = overlong_max_len(overlong, self.config)
+        for episode in episodes:
+            trajectory = episode.trajectory
+            if trajectory.reward is None or trajectory.error is not None:
+                continue
+            penalty = overlong_penalty(episode.generated_tokens, max_len=max_len, buffer_len=overlong.buffer_len,
+                                       penalty_factor=overlong.penalty_factor)
+            trajectory.metrics["overlong_penalty"] = penalty
+            if penalty:
+                reward = trajectory.reward
+                trajectory.reward = attrs.evolve(reward, score=reward.score + penalty,
+                                                 details={**reward.details, "overlong_penalty": penalty})
+
+    def overlong_metrics(self, episodes: list[Episode]) -> dict[str, float]:
+        if self.algorithm.overlong is None:
+            return {}
+        penalties = [float(e.trajectory.metrics.get("overlong_penalty", 0.0)) for e in episodes]
+        return {metric_names.TRAIN_OVERLONG_PENALTY: statistics.fmean(penalties),
+                metric_names.TRAIN_OVERLONG_FRACTION: statistics.fmean(float(p < 0) for p in penalties)}
 
     def estimate_advantages(self, step: int, episodes: list[Episode]
                             ) -> tuple[list[Any], list[Any] | None, dict[str, float]]:
@@ -490,6 +583,33 @@ class Trainer:
                         [r for r in read_episode_records(run_dir) if r["step"] <= checkpoint.step])
         log.info("train.resumed", step=checkpoint.step, checkpoint=str(checkpoint.path))
         return checkpoint.step
+
+
+def describe_algorithm(spec: Spec, config: TorchConfig) -> str:
+    """One paragraph of what a step does, in the spec's keys (the torch backend's `--dry-run` text)."""
+    algo = spec.algorithm
+    low = algo.clip_ratio if algo.clip_ratio_low is None else algo.clip_ratio_low
+    high = algo.clip_ratio if algo.clip_ratio_high is None else algo.clip_ratio_high
+    loss = (f"policy loss {algo.policy_loss} (ratio clipped to [1 - {low:g}, 1 + {high:g}]"
+            + (f", dual clip {algo.clip_ratio_c:g})" if algo.policy_loss == "vanilla" else ", one ratio per sequence)")
+            + f", loss aggregation {algo.loss_agg_mode}")
+    lines = [f"torch backend: GRPO, {config.batch_size} tasks x {algo.group_size} rollouts a step; {loss}"]
+    if algo.dynamic_sampling:
+        lines.append(f"dynamic sampling: groups whose rewards are all equal are dropped and more are generated, "
+                     f"at most {algo.max_gen_batches} generation batches a step")
+    if algo.overlong is not None:
+        max_len = overlong_max_len(algo.overlong, config)
+        lines.append(f"overlong shaping: episodes past {max_len - algo.overlong.buffer_len} generated tokens lose up "
+                     f"to {algo.overlong.penalty_factor:g} reward at {max_len}")
+    return "\n".join(lines)
+
+
+def group_episodes(episodes: list[Episode]) -> list[list[Episode]]:
+    """`episodes` by GRPO group, in the order the groups first appear."""
+    groups: dict[Any, list[Episode]] = {}
+    for episode in episodes:
+        groups.setdefault(episode.group, []).append(episode)
+    return list(groups.values())
 
 
 def read_episode_records(run_dir: Path) -> list[dict[str, Any]]:

@@ -137,7 +137,7 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
 
     Off-policy rows (`batch.off_policy`: experience-guided episodes trained without the experience)
     take their sampling log-probs as the old policy's, and `off_policy_clip` = (upper clip, dual
-    clip) instead of the algorithm's."""
+    clip) instead of the algorithm's (GSPO has no dual clip: only the upper one applies)."""
     micro = config.micro_batch_size
     mini_size = config.mini_batch_size or batch.size
     # With one optimizer step per batch the policy is still the one that sampled: the old log-probs
@@ -151,6 +151,14 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
     horizon = float(batch.loss_mask.shape[1])
     totals = _Totals()
     first_pass = torch.zeros_like(batch.loss_mask)  # the log-probs before any update, for the metric
+    # `algorithm.policy_loss`: vanilla PPO clip (with its dual clip) or GSPO's sequence ratio; clip-higher's
+    # bounds default to clip_ratio
+    loss_fn = grpo.POLICY_LOSSES[algorithm.policy_loss]
+    upper_clip = algorithm.clip_ratio if algorithm.clip_ratio_high is None else algorithm.clip_ratio_high
+    base_clip: dict[str, Any] = {"clip_ratio": algorithm.clip_ratio, "clip_ratio_low": algorithm.clip_ratio_low,
+                                 "clip_ratio_high": algorithm.clip_ratio_high}
+    if algorithm.policy_loss == "vanilla":  # dual clip: vanilla only (verl's GSPO has none)
+        base_clip["clip_ratio_c"] = algorithm.clip_ratio_c
 
     for _ in range(config.ppo_epochs):
         order = torch.randperm(batch.size, generator=generator) if shuffle else torch.arange(batch.size)
@@ -168,16 +176,17 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                 old = logprobs.detach() if old_logprobs is None else old_logprobs[index, :width]
                 if old_logprobs is None:
                     first_pass[index, :width] = old
-                clip = {"clip_ratio": algorithm.clip_ratio, "clip_ratio_c": algorithm.clip_ratio_c}
+                clip = dict(base_clip)
                 if off_policy_clip is not None and part.off_policy is not None and bool(part.off_policy.any()):
                     rows = part.off_policy[:, None]
                     old = torch.where(rows, part.rollout_logprobs, old)  # the behaviour policy saw the experience
                     high, dual = off_policy_clip
-                    clip["clip_ratio_high"] = torch.where(rows, high, algorithm.clip_ratio)
-                    clip["clip_ratio_c"] = torch.where(rows, dual, algorithm.clip_ratio_c)
+                    clip["clip_ratio_high"] = torch.where(rows, high, upper_clip)
+                    if "clip_ratio_c" in clip:
+                        clip["clip_ratio_c"] = torch.where(rows, dual, algorithm.clip_ratio_c)
                 scale.update(part.weighting())
-                policy = grpo.policy_loss(old, logprobs, part.advantages, part.loss_mask,
-                                          loss_agg_mode=algorithm.loss_agg_mode, **clip, **scale)
+                policy = loss_fn(old, logprobs, part.advantages, part.loss_mask,
+                                 loss_agg_mode=algorithm.loss_agg_mode, **clip, **scale)
                 loss = policy.loss
                 kl = None
                 if ref_logprobs is not None and algorithm.kl_coef > 0:

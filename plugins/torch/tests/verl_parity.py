@@ -7,7 +7,8 @@ live in our main env):
 
 grpo.py is loaded by file path, so beyondagent need not be installed there. Inputs are float64, drawn for
 several seeds and shapes: ragged and gappy masks (some rows empty), groups of sizes 1 to 5, advantages of both
-signs, and log-ratios up to +-40 so that clipping, dual clipping and verl's clamps all trigger. One line is
+signs, and log-ratios up to +-40 so that clipping, dual clipping and verl's clamps all trigger. GSPO's loss
+(`gspo_policy_loss`, verl's "gspo") is compared on the same kinds of inputs. One line is
 printed per check; the exit status is 1 if any differs from verl by more than 1e-6.
 """
 
@@ -168,6 +169,37 @@ def check_policy_loss(grpo: ModuleType, tag: str, gen: torch.Generator, mask: to
         check(f"{tag} policy_loss {mode} micro-batch with the mini-batch's count", ours.loss, verl_loss)
 
 
+def check_gspo_loss(grpo: ModuleType, tag: str, gen: torch.Generator, mask: torch.Tensor) -> None:
+    """`gspo_policy_loss` against verl's "gspo" policy loss: loss, gradient and metrics."""
+    batch, length = mask.shape
+    old, new = random_log_probs(gen, batch, length)
+    new = old + (new - old) / 4  # sequence means inside verl's clamp at 10 ...
+    new[3::4] += 12.0  # ... but every fourth row's, past it
+    per_sequence = torch.randn(batch, 1, generator=gen, dtype=torch.float64) * mask
+    per_token = torch.randn(batch, length, generator=gen, dtype=torch.float64) * mask
+    for clip, mode, (adv_kind, advantages) in itertools.product(
+        CLIP_SETTINGS, grpo.LOSS_AGG_MODES, [("per-sequence", per_sequence), ("per-token", per_token)]
+    ):
+        name = f"{tag} gspo clip={clip} {mode} A {adv_kind}"
+        ratio, low, high, _ = clip
+        verl_new = new.clone().requires_grad_()
+        verl_loss, metrics = core_algos.compute_policy_loss_gspo(old, verl_new, advantages, mask, mode,
+                                                                 actor_config(clip))
+        verl_loss.backward()
+        our_new = new.clone().requires_grad_()
+        ours = grpo.gspo_policy_loss(old, our_new, advantages, mask, clip_ratio=ratio, clip_ratio_low=low,
+                                     clip_ratio_high=high, loss_agg_mode=mode)
+        ours.loss.backward()
+        check(f"{name} loss", ours.loss, verl_loss)
+        check(f"{name} d loss / d log_prob", our_new.grad, verl_new.grad)
+        check(f"{name} clip_fraction", ours.clip_fraction, metrics["actor/pg_clipfrac"])
+        check(f"{name} dual_clip_fraction", ours.dual_clip_fraction, metrics["actor/pg_clipfrac_lower"])
+        check(f"{name} approx_kl", ours.approx_kl, metrics["actor/ppo_kl"])
+        seen["gspo losses with clipped sequences"] += bool(metrics["actor/pg_clipfrac"] > 0)
+    lengths = mask.sum(-1).clamp(min=1)
+    seen["gspo rows past the clamp at 10"] += int((((new - old) * mask).sum(-1) / lengths > 10).sum())
+
+
 def check_kl(grpo: ModuleType, tag: str, gen: torch.Generator, mask: torch.Tensor) -> None:
     ref, policy = random_log_probs(gen, *mask.shape)
     for kind in grpo.KL_TYPES:
@@ -220,6 +252,7 @@ def main() -> int:
         tag = f"[seed {seed} B={batch} T={length}]"
         check_advantages(grpo, tag, gen, seed, mask)
         check_policy_loss(grpo, tag, gen, mask)
+        check_gspo_loss(grpo, tag, gen, mask)
         check_kl(grpo, tag, gen, mask)
         check_aggregation(grpo, tag, gen, mask)
         check_log_probs(grpo, tag, gen, mask)

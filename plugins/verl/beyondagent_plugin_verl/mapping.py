@@ -32,6 +32,7 @@ CPU_AGENT_LOOP_WORKERS = 2  # concurrent episodes still interleave inside each w
 ADV_ESTIMATORS = {"grpo": "grpo"}
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+POLICY_LOSSES = ("vanilla", "gspo")  # algorithm.policy_loss -> actor.policy_loss.loss_mode, the same names
 
 
 @attrs.frozen
@@ -85,6 +86,10 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put("algorithm.use_kl_in_reward", False, "algorithm.kl_coef")
     put(f"{rollout}.n", algo.group_size, "algorithm.group_size")
     put(f"{actor}.clip_ratio", algo.clip_ratio, "algorithm.clip_ratio")
+    # clip-higher: verl's own clip_ratio_low/high (0.2 each) would win over clip_ratio, so both are always set
+    for side, own in (("low", algo.clip_ratio_low), ("high", algo.clip_ratio_high)):
+        put(f"{actor}.clip_ratio_{side}", algo.clip_ratio if own is None else own,
+            "algorithm.clip_ratio" if own is None else f"algorithm.clip_ratio_{side}")
     put(f"{actor}.clip_ratio_c", algo.clip_ratio_c, "algorithm.clip_ratio_c")
     put(f"{actor}.use_kl_loss", algo.kl_coef > 0, "algorithm.kl_coef")
     put(f"{actor}.kl_loss_coef", algo.kl_coef, "algorithm.kl_coef")
@@ -108,6 +113,8 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
         put("trainer.v1.trainer_mode", OUR_TRAINER, "backend.advantage.name" if own_estimator(spec) else "experience")
     if guided(spec):
         put(f"{actor}.policy_loss.loss_mode", OFF_POLICY_LOSS, "experience.training")
+    elif algo.policy_loss != "vanilla":  # GSPO: verl's "gspo" loss mode
+        put(f"{actor}.policy_loss.loss_mode", algo.policy_loss, "algorithm.policy_loss")
     # rollout: vLLM (or our CPU rollout), token budgets, sampling, our agent loop
     put(f"{rollout}.name", "vllm" if config.device == "cuda" else CPU_ROLLOUT, "backend.device")
     put(f"{rollout}.mode", "async", "backend.name")
@@ -251,6 +258,7 @@ def check(spec: Spec, config: VerlConfig) -> None:
     if algo.loss_agg_mode not in LOSS_AGG_MODES:
         raise SpecError(f"unknown algorithm.loss_agg_mode {algo.loss_agg_mode!r}",
                         where=f"{where}, key algorithm.loss_agg_mode", hint=f"one of {', '.join(LOSS_AGG_MODES)}")
+    check_dapo_options(spec, where)
     gpus = config.nodes * config.gpus_per_node
     sequences = config.batch_size * algo.group_size
     if sequences % gpus:
@@ -270,6 +278,35 @@ def check(spec: Spec, config: VerlConfig) -> None:
         raise SpecError(f"backend.tensor_parallel {config.tensor_parallel} does not divide backend.gpus_per_node "
                         f"{config.gpus_per_node}", where=f"{where}, key backend.tensor_parallel",
                         hint="a vLLM replica's GPUs must be on one node: use a divisor of gpus_per_node")
+
+
+def check_dapo_options(spec: Spec, where: str) -> None:
+    """DAPO's and GSPO's `algorithm` options: verl's own keys where verl 0.9.1 honours them, else refused."""
+    algo = spec.algorithm
+    if algo.policy_loss not in POLICY_LOSSES:
+        raise SpecError(f"unknown algorithm.policy_loss {algo.policy_loss!r}", where=f"{where}, key algorithm.policy_loss",
+                        hint=f"one of {', '.join(POLICY_LOSSES)} (verl's actor.policy_loss.loss_mode of the same name)")
+    if algo.policy_loss != "vanilla" and guided(spec):
+        raise SpecError(f"algorithm.policy_loss {algo.policy_loss!r} cannot go with experience-guided rollouts on "
+                        f"verl: they train with our own loss mode (`{OFF_POLICY_LOSS}`: verl's vanilla PPO clip with "
+                        "experience.off_clip_high and dual_clip on samples trained without their lessons)",
+                        where=f"{where}, key algorithm.policy_loss",
+                        hint="use policy_loss: vanilla with experience on verl, or the torch backend (both there)")
+    if algo.overlong is not None:
+        raise SpecError("the verl backend cannot apply algorithm.overlong: verl's overlong buffer belongs to its "
+                        "`dapo` reward manager (reward.reward_kwargs.overlong_buffer_cfg), which never runs on our "
+                        "episodes: our agent loop scores each one with the spec's judge and hands verl the score",
+                        where=f"{where}, key algorithm.overlong",
+                        hint="remove algorithm.overlong, or use the torch backend (which applies it)")
+    if algo.dynamic_sampling:
+        raise SpecError("the verl backend cannot honour algorithm.dynamic_sampling: verl 0.9.1's V1 trainer filters "
+                        "groups (algorithm.filter_groups) but its replay buffer ignores max_num_gen_batches, so "
+                        "nothing bounds the refills (a step whose groups all score alike samples on and on), and its "
+                        "refills read the next rows of the data file, whose rows are each step's tasks in the "
+                        "mixer's order (episode records, guidance and --resume rely on that)",
+                        where=f"{where}, key algorithm.dynamic_sampling",
+                        hint="use the torch backend, or set backend.verl.algorithm.filter_groups: {enable: true, "
+                             "metric: reward} yourself if you accept both")
 
 
 def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

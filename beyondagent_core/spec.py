@@ -457,6 +457,7 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
     from beyondagent_core.plugin_settings import check_plugin_settings
 
     check_plugin_settings(core["plugins"].settings, registry, where, structured)
+    _check_algorithm_name(core["algorithm"], registry, where)
 
     tasks = _mapping(data.get("tasks"), "tasks", where)
     _check_keys(tasks, ("train", "val"), "tasks", where, "key")
@@ -495,6 +496,18 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
         resolved["llm"] = llm if isinstance(llm, str) else attrs.asdict(llm)
     return Spec(path=raw.path, components=components, filters=filter_components,
                 resolved=resolved, secrets=set(raw.secrets), llm=llm, **core)
+
+
+def _check_algorithm_name(algorithm: AlgorithmSection, registry: Registry, where: str) -> None:
+    """`algorithm.name` is the training algorithm (grpo); an advantage estimator's name there (`rloo`, verl's
+    `algorithm.adv_estimator` habit) belongs in `backend.advantage`: say so, with the estimators installed.
+    Other names are each backend's to accept or refuse."""
+    estimators = sorted(registry.names("advantage"))
+    if algorithm.name != "grpo" and algorithm.name in estimators:
+        raise SpecError(f"algorithm.name {algorithm.name!r} is an advantage estimator; the algorithm is grpo and the "
+                        "estimator is chosen in the backend block", where=f"{where}, key algorithm.name",
+                        hint=f"set algorithm.name: grpo and backend.advantage: {{name: {algorithm.name}}} "
+                             f"(estimators: {', '.join(estimators)})")
 
 
 def _validate_llm(value: Any, where: str) -> LLMConfig | str | None:

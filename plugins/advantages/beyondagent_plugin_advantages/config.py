@@ -20,6 +20,28 @@ class GrpoConfig:
 
 
 @attrs.define
+class DrGrpoConfig:
+    """Dr. GRPO's advantage has no settings: GRPO's without the std (`algorithm.norm_adv_by_std` is not read)."""
+
+
+@attrs.define
+class RlooConfig:
+    """RLOO has no settings: each episode against the mean of the *other* episodes of its group."""
+
+
+@attrs.define
+class ReinforcePlusPlusConfig:
+    """`gamma`: discount per model token of the outcome (verl's `algorithm.gamma`; 1: every token gets it)."""
+
+    gamma: float = attrs.field(default=1.0, validator=number(ge=0, le=1))
+
+
+@attrs.define
+class ReinforcePlusPlusBaselineConfig:
+    """REINFORCE++-baseline has no settings: group-mean baseline, then whitened over the batch's tokens."""
+
+
+@attrs.define
 class GigpoConfig:
     """`gamma`: discount of step returns; `step_weight`: weight of the step-level advantage;
     `mode`: `mean_std_norm` | `mean_norm`; `singleton`: `raw` | `zero` (a state seen once)."""

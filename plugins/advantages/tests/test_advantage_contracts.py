@@ -28,6 +28,30 @@ class TestDrGrpo(AdvantageContract):
         return {"name": "grpo", "norm_by_std": False}
 
 
+class TestDrGrpoEstimator(AdvantageContract):
+    @pytest.fixture
+    def implementation(self) -> dict[str, Any]:
+        return {"name": "dr_grpo"}
+
+
+class TestRloo(AdvantageContract):
+    @pytest.fixture
+    def implementation(self) -> dict[str, Any]:
+        return {"name": "rloo"}
+
+
+class TestReinforcePlusPlus(AdvantageContract):
+    @pytest.fixture
+    def implementation(self) -> dict[str, Any]:
+        return {"name": "reinforce_plus_plus", "gamma": 0.9}
+
+
+class TestReinforcePlusPlusBaseline(AdvantageContract):
+    @pytest.fixture
+    def implementation(self) -> dict[str, Any]:
+        return {"name": "reinforce_plus_plus_baseline"}
+
+
 class TestGigpo(AdvantageContract):
     @pytest.fixture
     def implementation(self) -> dict[str, Any]:

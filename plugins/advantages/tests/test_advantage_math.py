@@ -2,7 +2,8 @@
 
 The torch backend's `grpo.group_advantages` is checked against verl's `compute_grpo_outcome_advantage`
 to 1e-6 (plugins/torch/tests/test_grpo_parity.py); the numpy `grpo` estimator is checked against it
-here on random batches, so it inherits that parity.
+here on random batches, so it inherits that parity. `grpo`, `dr_grpo`, `rloo` and the two REINFORCE++
+estimators are also checked against verl directly (test_estimator_verl_parity.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from beyondagent_core.advantages import AdvantageBatch, ScoredEpisode, Step, che
 from beyondagent_core.types import Task, Turn
 from beyondagent_plugin_advantages.adca import alpha_at, parse_labels, suffix_sums, trajectory_weighted_z
 from beyondagent_plugin_advantages.config import AdcaConfig, GigpoConfig, GrpoConfig
+from beyondagent_plugin_advantages.config import ReinforcePlusPlusConfig
 from beyondagent_plugin_advantages.gigpo import Gigpo, discounted_returns
-from beyondagent_plugin_advantages.grpo import Grpo
+from beyondagent_plugin_advantages.grpo import DrGrpo, Grpo
+from beyondagent_plugin_advantages.reinforce import ReinforcePlusPlus, ReinforcePlusPlusBaseline, token_returns
+from beyondagent_plugin_advantages.rloo import Rloo
 
 R2 = 1 / math.sqrt(2)
 
@@ -82,6 +86,107 @@ def test_grpo_equals_the_torch_backend_math_on_random_batches() -> None:
             ours = [step_values(v, e)[0] for v, e in zip(Grpo().estimate(batch).per_token, batch.episodes)]
             reference = torch_grpo.group_advantages(torch.tensor(outcomes), groups, norm_by_std=norm)
             np.testing.assert_allclose(ours, reference.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"trial {trial}")
+
+
+def first_step_values(estimator, batch: AdvantageBatch) -> list[float]:
+    """Each episode's advantage (the value on its first step, asserted equal on every step)."""
+    result = check_advantages(estimator.estimate(batch), batch, who=type(estimator).__name__)
+    values = []
+    for per_token, episode in zip(result.per_token, batch.episodes):
+        found = step_values(per_token, episode)
+        assert found == [found[0]] * len(found)
+        values.append(found[0])
+    return values
+
+
+# Groups shared by the outcome-only estimators below: "g" has a tie (two failures beside a success),
+# "h" is a group of one, "k" scored the same on every rollout.
+TIED = (scored("g", 1.0, ["x"]), scored("g", 0.0, ["x", "y"]), scored("g", 0.0, ["x"]),
+        scored("h", 0.7, ["x"]), scored("k", 0.5, ["x"]), scored("k", 0.5, ["x", "y"]))
+
+
+# --- dr_grpo ------------------------------------------------------------------------------------
+
+
+def test_dr_grpo_centres_without_the_std_whatever_the_spec_says() -> None:
+    # g: mean 1/3 -> 2/3, -1/3, -1/3; h (a group of one) keeps its raw 0.7 (verl); k: 0.
+    batch = AdvantageBatch(episodes=TIED, norm_by_std=True)  # algorithm.norm_adv_by_std is not read
+    assert first_step_values(DrGrpo(), batch) == pytest.approx([2 / 3, -1 / 3, -1 / 3, 0.7, 0.0, 0.0])
+    assert first_step_values(DrGrpo(), batch) == first_step_values(Grpo(GrpoConfig(norm_by_std=False)), batch)
+
+
+# --- rloo ---------------------------------------------------------------------------------------
+
+
+def test_rloo_compares_each_episode_with_the_rest_of_its_group() -> None:
+    # g: 1 - mean(0, 0) = 1; 0 - mean(1, 0) = -0.5 for each tied failure (= 3/2 (r - 1/3));
+    # h: a group of one keeps its raw 0.7 (verl); k: 0.5 - 0.5 = 0.
+    batch = AdvantageBatch(episodes=TIED)
+    assert first_step_values(Rloo(), batch) == pytest.approx([1.0, -0.5, -0.5, 0.7, 0.0, 0.0])
+    pair = AdvantageBatch(episodes=(scored("p", 1.0, ["x"]), scored("p", 0.0, ["x"])))
+    assert first_step_values(Rloo(), pair) == pytest.approx([1.0, -1.0])  # n/(n-1) = 2: twice GRPO's centring
+
+
+# --- reinforce_plus_plus ------------------------------------------------------------------------
+
+
+def test_returns_discount_per_model_token_and_skip_the_context() -> None:
+    # Prompt tokens 0-2, step 1 on tokens 3-4, context 5, step 2 on 6-7, context 8. The outcome 1 sits on
+    # token 7; gamma 0.5 per model token before it (the context token between turns does not count).
+    episode = scored("g", 1.0, ["a", "b"])
+    assert token_returns(episode, 0.5).tolist() == [0, 0, 0, 0.125, 0.25, 0, 0.5, 1.0, 0]
+    assert token_returns(episode, 1.0).tolist() == [0, 0, 0, 1, 1, 0, 1, 1, 0]
+
+
+def test_reinforce_plus_plus_whitens_returns_over_the_batch_tokens() -> None:
+    # gamma 1: a success on 2 model tokens (returns 1, 1) and a failure on 4 (0, 0, 0, 0), in different
+    # groups (REINFORCE++ has no groups). 6 tokens: mean 1/3; squares 2 (2/3)^2 + 4 (1/3)^2 = 4/3;
+    # unbiased variance 4/15 -> std 2/sqrt(15): +2/3 -> sqrt(15)/3, -1/3 -> -sqrt(15)/6 on every token.
+    batch = AdvantageBatch(episodes=(scored("g", 1.0, ["x"]), scored("h", 0.0, ["x", "y"])))
+    assert first_step_values(ReinforcePlusPlus(), batch) == pytest.approx([math.sqrt(15) / 3, -math.sqrt(15) / 6],
+                                                                          rel=1e-6)
+    # gamma 0.5 on one episode alone: returns 0.125, 0.25, 0.5, 1 (mean 0.46875) -> whitened per token
+    alone = AdvantageBatch(episodes=(scored("g", 1.0, ["a", "b"]),))
+    values = check_advantages(ReinforcePlusPlus(ReinforcePlusPlusConfig(gamma=0.5)).estimate(alone), alone, who="rpp")
+    returns = np.array([0.125, 0.25, 0.5, 1.0])
+    expected = (returns - returns.mean()) / returns.std(ddof=1)
+    np.testing.assert_allclose(values.per_token[0][[3, 4, 6, 7]], expected, rtol=1e-6)
+    assert values.per_token[0][[0, 1, 2, 5, 8]].tolist() == [0] * 5
+
+
+def test_reinforce_plus_plus_equal_returns_and_tiny_batches_get_nothing() -> None:
+    # every episode scored the same: every token's return equal, so nothing is left after centring
+    # (verl's masked mean divides by N + 1e-8: about 1e-4 r / N remains, here 0.7e-4 / 6)
+    same = AdvantageBatch(episodes=(scored("g", 0.7, ["x"]), scored("g", 0.7, ["x", "y"])))
+    for value in first_step_values(ReinforcePlusPlus(), same):
+        assert abs(value) < 1e-4 * 0.7 / 6 * 1.01
+    # a group of one is an ordinary batch row; one episode with one step of equal returns gets 0 too
+    assert first_step_values(ReinforcePlusPlus(), AdvantageBatch(episodes=(scored("h", 1.0, ["x"]),))) == \
+        pytest.approx([0.0], abs=1e-4)
+    # one model token in the whole batch has no variance (verl raises there): 0
+    lone = AdvantageBatch(episodes=(scored("h", 1.0, ["x"], turn=1),))
+    assert Rloo().estimate(lone).per_token[0].tolist() == [0, 0, 0, 1.0, 0]
+    assert ReinforcePlusPlus().estimate(lone).per_token[0].tolist() == [0] * 5
+
+
+# --- reinforce_plus_plus_baseline ---------------------------------------------------------------
+
+
+def test_reinforce_plus_plus_baseline_centres_in_groups_then_whitens_the_batch() -> None:
+    # g: a success on 2 tokens and a failure on 4 -> +0.5, -0.5; h (a group of one) keeps 0.5; k (two
+    # rollouts scoring 1) gets 0. Tokens: 2 x 0.5, 4 x -0.5, 2 x 0.5, 4 x 0 -> mean 0; squares 8 x 0.25 = 2;
+    # variance 2/11: +-0.5 / sqrt(2/11) = +-sqrt(11/8), and k stays 0.
+    batch = AdvantageBatch(episodes=(scored("g", 1.0, ["x"]), scored("g", 0.0, ["x", "y"]), scored("h", 0.5, ["x"]),
+                                     scored("k", 1.0, ["x"]), scored("k", 1.0, ["x"])))
+    r = math.sqrt(11 / 8)
+    assert first_step_values(ReinforcePlusPlusBaseline(), batch) == pytest.approx([r, -r, r, 0.0, 0.0], rel=1e-6)
+    # Without h the batch's token mean is -0.1 (10 tokens summing to -1), and the flat group k moves with it:
+    # values 0.6, -0.4, 0.1 for g's success, g's failure and k; squares 2(0.36) + 4(0.16) + 4(0.01) = 1.4,
+    # variance 1.4/9.
+    batch = AdvantageBatch(episodes=tuple(e for e in batch.episodes if e.group != "h"))
+    std = math.sqrt(1.4 / 9)
+    assert first_step_values(ReinforcePlusPlusBaseline(), batch) == pytest.approx(
+        [0.6 / std, -0.4 / std, 0.1 / std, 0.1 / std], rel=1e-6)
 
 
 # --- gigpo --------------------------------------------------------------------------------------

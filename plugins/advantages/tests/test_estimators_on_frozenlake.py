@@ -2,7 +2,9 @@
 
 FrozenLake is where GiGPO's anchor states exist: every rollout of a task starts on the same board,
 and a move into a wall leaves the board as it was, so later steps share states too. `adca`'s step
-judge is the loopback `openai_server` (a stand-in for a hosted LLM).
+judge is the loopback `openai_server` (a stand-in for a hosted LLM). The outcome estimators verl
+also has (`dr_grpo`, `rloo`, the REINFORCE++ pair) each train a step, and the advantages the run
+recorded are recomputed from the recorded scores with each estimator's formula.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+
+from beyondagent_core.episode_records import expand_runs
 
 QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
 SHRINK = ("backend.total_steps=3", "backend.batch_size=2", "algorithm.group_size=6", "backend.eval_every=0",
@@ -59,3 +64,44 @@ def test_adca_judges_the_steps_of_a_training_run(run_spec, tmp_path, openai_serv
     assert first["advantage/fallback_groups"] == 0 and 0 < first["advantage/good_step_share"] < 1
     assert second["advantage/active"] == 0  # past prm_steps: GRPO, no judge
     assert len(openai_server.requests) == first["advantage/judged"]
+
+
+def expected_advantages(name: str, records: list[dict[str, Any]], model_tokens: list[np.ndarray]) -> list[np.ndarray]:
+    """Each record's per-token advantages by the estimator's formula, from the recorded scores."""
+    scores = np.array([record["score"] for record in records], dtype=np.float64)
+    groups: dict[Any, list[int]] = {}
+    for index, record in enumerate(records):
+        groups.setdefault(record["group"], []).append(index)
+    centred, loo = scores.copy(), scores.copy()
+    for members in groups.values():
+        if len(members) > 1:
+            mean = scores[members].mean()
+            centred[members] = scores[members] - mean  # GRPO's centring; a group of one keeps its score
+            loo[members] = [scores[i] - np.delete(scores[members], k).mean() for k, i in enumerate(members)]
+    if name in ("dr_grpo", "rloo"):
+        per_episode = centred if name == "dr_grpo" else loo
+        return [mask * value for mask, value in zip(model_tokens, per_episode)]
+    values = [mask * value for mask, value in zip(model_tokens, scores if name == "reinforce_plus_plus" else centred)]
+    flat = np.concatenate([v[m > 0] for v, m in zip(values, model_tokens)])  # every model token of the step
+    return [(v - flat.mean()) / flat.std(ddof=1) * m for v, m in zip(values, model_tokens)]
+
+
+@pytest.mark.parametrize("name", ["dr_grpo", "rloo", "reinforce_plus_plus", "reinforce_plus_plus_baseline"])
+def test_outcome_estimators_train_a_step_with_their_advantages(run_spec, tmp_path, name: str) -> None:
+    result = run_spec(QUICKSTART, *SHRINK, "backend.total_steps=1", f"backend.advantage.name={name}",
+                      "logging.episodes=all", f"run.output_dir={tmp_path}")
+    assert result.metrics["steps"] == 1
+    records = [json.loads(line) for line in (result.run_dir / "episodes.jsonl").read_text().splitlines()]
+    records = [record for record in records if record["split"] == "train"]
+    assert len(records) == 2 * 6 and all(record["tokens"] and record["score"] is not None for record in records)
+    assert len({record["score"] for record in records}) > 1  # the step had something to compare
+    model_tokens = []
+    for record in records:
+        mask = np.zeros(len(record["tokens"]["ids"]))
+        for start, end in record["tokens"]["turn_spans"]:
+            mask[start:end] = 1.0
+        model_tokens.append(mask)
+    recorded = [np.array(expand_runs(record["tokens"]["advantages"]), dtype=np.float64) for record in records]
+    for got, want, record in zip(recorded, expected_advantages(name, records, model_tokens), records):
+        np.testing.assert_allclose(got, want, atol=2e-4, err_msg=f"{name}: episode {record['index']}")
+    assert f"name: {name}" in (result.run_dir / "spec.resolved.yaml").read_text()

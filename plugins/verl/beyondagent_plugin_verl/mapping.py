@@ -29,7 +29,17 @@ GUIDANCE_RECORD = "beyondagent_guidance"  # the agent loop's per-episode record 
 OFF_POLICY_LOSS = "beyondagent_off_policy"  # off_policy_loss.py: verl's PPO clip, its own bounds on guided rows
 CPU_RAY_SLOTS = 16  # Ray's CPU count is logical: verl's actors each ask for one, the OS shares the cores
 CPU_AGENT_LOOP_WORKERS = 2  # concurrent episodes still interleave inside each worker (asyncio)
-ADV_ESTIMATORS = {"grpo": "grpo"}
+# `backend.advantage.name` -> verl's own `algorithm.adv_estimator` (verl 0.9.1's core_algos computes these
+# itself); any other estimator of ours runs in our trainer (`own_estimator`). `dr_grpo` is verl's GRPO with
+# norm_adv_by_std_in_grpo false; `reinforce_plus_plus` takes its gamma as `algorithm.gamma`.
+ADV_ESTIMATORS = {
+    "grpo": "grpo",
+    "dr_grpo": "grpo",
+    "rloo": "rloo",
+    "reinforce_plus_plus": "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline",
+}
+ALGORITHMS = ("grpo",)  # algorithm.name: group rollouts and verl's PPO-clip actor loss
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 POLICY_LOSSES = ("vanilla", "gspo")  # algorithm.policy_loss -> actor.policy_loss.loss_mode, the same names
@@ -75,14 +85,20 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put("actor_rollout_ref.model.path", model_path, "model.path")
     if spec.model.tokenizer:
         put("actor_rollout_ref.model.tokenizer_path", spec.model.tokenizer, "model.tokenizer")
-    # GRPO (algorithm:)
-    put("algorithm.adv_estimator", ADV_ESTIMATORS[algo.name], "algorithm.name")
+    # GRPO (algorithm:) and the advantage estimator: verl's own where it has ours, else verl's GRPO (ours replaces it)
     advantage = spec.component("backend.advantage")
+    estimator = estimator_name(spec)
+    put("algorithm.adv_estimator", ADV_ESTIMATORS.get(estimator, "grpo"),
+        "backend.advantage.name" if advantage is not None and advantage.name else "algorithm.name")
     own_norm = getattr(advantage.config, "norm_by_std", None) if advantage is not None else None
-    if own_norm is not None:  # `backend.advantage: {name: grpo, norm_by_std: ...}` wins, as in the torch backend
+    if estimator == "dr_grpo":
+        put("algorithm.norm_adv_by_std_in_grpo", False, "backend.advantage.name")
+    elif own_norm is not None:  # `backend.advantage: {name: grpo, norm_by_std: ...}` wins, as in the torch backend
         put("algorithm.norm_adv_by_std_in_grpo", own_norm, "backend.advantage.norm_by_std")
     else:
         put("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std")
+    if estimator == "reinforce_plus_plus":
+        put("algorithm.gamma", advantage.config.gamma, "backend.advantage.gamma")
     put("algorithm.use_kl_in_reward", False, "algorithm.kl_coef")
     put(f"{rollout}.n", algo.group_size, "algorithm.group_size")
     put(f"{actor}.clip_ratio", algo.clip_ratio, "algorithm.clip_ratio")
@@ -164,10 +180,16 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     return out
 
 
-def own_estimator(spec: Spec) -> bool:
-    """True when `backend.advantage` names an estimator other than GRPO (verl computes GRPO itself)."""
+def estimator_name(spec: Spec) -> str:
+    """The name `backend.advantage` selects (`grpo` when unset)."""
     advantage = spec.component("backend.advantage")
-    return advantage is not None and advantage.name not in (None, "grpo")
+    return (advantage.name if advantage is not None else None) or "grpo"
+
+
+def own_estimator(spec: Spec) -> bool:
+    """True when `backend.advantage` names an estimator verl does not have (`gigpo`, `adca`, a third
+    party's): it runs in our trainer. verl computes those of `ADV_ESTIMATORS` itself."""
+    return estimator_name(spec) not in ADV_ESTIMATORS
 
 
 def guided(spec: Spec) -> bool:
@@ -218,10 +240,11 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
 def check(spec: Spec, config: VerlConfig) -> None:
     """What verl would reject later (or worse, accept), said in our keys."""
     algo, where = spec.algorithm, f"{spec.path or 'the spec'}"
-    if algo.name not in ADV_ESTIMATORS:
-        raise SpecError(f"the verl backend maps algorithm.name {', '.join(ADV_ESTIMATORS)}, not {algo.name!r}",
+    if algo.name not in ALGORITHMS:
+        raise SpecError(f"the verl backend maps algorithm.name {', '.join(ALGORITHMS)}, not {algo.name!r}",
                         where=f"{where}, key algorithm.name",
-                        hint="set algorithm.name: grpo (verl's other estimators: backend.verl.algorithm.adv_estimator)")
+                        hint="set algorithm.name: grpo; the advantage estimator is backend.advantage.name "
+                             f"(verl's own: {', '.join(ADV_ESTIMATORS)}; others run in our trainer)")
     if flatten(config.verl).get("data.shuffle") not in (None, False):
         raise SpecError("backend.verl sets data.shuffle, but the data file holds every epoch's mix in the order the "
                         "mixer chose (a step's rows are its tasks; episode records and resume rely on it)",

@@ -1,0 +1,74 @@
+"""The estimators verl also has match its `core_algos` to 1e-6 on random inputs (the script:
+verl_estimator_parity.py): `grpo`, `dr_grpo`, `rloo`, `reinforce_plus_plus`, `reinforce_plus_plus_baseline`.
+
+It runs with the python of the verl plugin's venv (verl 0.9.1 pins transformers<5.11; the main env
+has a newer one), built and cached by the core's venv mechanism, exactly as the torch backend's
+GRPO parity test (plugins/torch/tests/test_grpo_parity.py) does: skipped with the reason where the
+verl plugin is not installed or the venv cannot be built, and a failure instead in CI (`CI` set, or
+BEYONDAGENT_REQUIRE_VERL_PARITY=1).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from beyondagent_core.plugins import PluginManager, Switches
+from beyondagent_core.registry import Registry
+from beyondagent_core.venvs import Venv, VenvBuildError, ensure_venv, registered_recipe
+
+HERE = Path(__file__).resolve().parent
+HOW = "run in the verl plugin's venv (verl 0.9.1 pins transformers<5.11)"
+PARITY_TIMEOUT_S = 600
+
+
+def required() -> str | None:
+    """Why this test must run here (a skip would hide a broken parity check), or None."""
+    if os.environ.get("BEYONDAGENT_REQUIRE_VERL_PARITY") == "1":
+        return "BEYONDAGENT_REQUIRE_VERL_PARITY=1"
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        return f"CI={os.environ['CI']} (a CI run)"
+    return None
+
+
+def cannot_run(reason: str) -> None:
+    why = required()
+    if why is not None:
+        pytest.fail(f"{reason}; the parity test is required where {why}")
+    pytest.skip(f"{reason} (in CI this is a failure)")
+
+
+@pytest.fixture(scope="module")
+def verl_venv() -> Venv:
+    """The verl plugin's venv, built first when it is not cached yet."""
+    manager = PluginManager(Switches(autoload=True)).load()
+    record = manager.records.get("verl")
+    if record is None or record.status != "ok":
+        cannot_run("verl parity needs beyondagent-plugin-verl (its venv has verl): "
+                   f"{record.error if record else 'not installed'}")
+    recipe = registered_recipe(Registry(manager), "verl", where="estimator verl parity test")
+    try:
+        return ensure_venv(recipe)
+    except VenvBuildError as exc:
+        if "could not get a package from the index" in str(exc):
+            cannot_run(f"verl parity needs pip to reach the package index to build the verl venv: {exc}")
+        raise
+
+
+def test_estimators_match_verl_core_algos(verl_venv: Venv) -> None:
+    print(f"estimator verl parity: {HOW}: {verl_venv.path}")
+    result = subprocess.run([str(verl_venv.python), str(HERE / "verl_estimator_parity.py")], capture_output=True,
+                            text=True, timeout=PARITY_TIMEOUT_S, env=verl_venv.environ(), check=False)
+    lines = result.stdout.splitlines()
+    mismatches = [line for line in lines if line.startswith("FAIL")]
+    summary = "\n".join(lines[:1] + lines[-2:])
+    print(summary)
+    assert result.returncode == 0 and not mismatches, (
+        f"the estimators differ from verl ({HOW}):\n" + "\n".join(mismatches[:40])
+        + f"\n{summary}\n{result.stderr[-3000:]}")
+    assert lines and lines[-1].endswith("0 mismatches (tolerance 1e-06)"), summary
+    for name in ("dr_grpo", "rloo", "reinforce_plus_plus gamma=0.9", "reinforce_plus_plus_baseline"):
+        assert any(name in line for line in lines), f"no check of {name} ran"

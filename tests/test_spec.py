@@ -151,7 +151,7 @@ def test_defaults_are_filled_into_resolved(registry: Registry) -> None:
     spec = validate(registry, base_spec())
     resolved = spec.resolved
     assert resolved["run"] == {"name": "run", "output_dir": "runs", "seed": 0, "profile": None}
-    assert resolved["model"] == {"path": "tiny", "tokenizer": None, "dtype": "auto"}
+    assert resolved["model"] == {"path": "tiny", "tokenizer": None, "dtype": "auto", "lora": None}
     assert resolved["algorithm"]["group_size"] == 8
     assert resolved["algorithm"]["clip_ratio"] == 0.2
     assert resolved["algorithm"]["clip_ratio_c"] == 3.0
@@ -643,3 +643,17 @@ def test_logging_level_is_checked(registry: Registry) -> None:
     assert validate(registry, with_(logging={"level": "debug"})).logging.level == "debug"
     error = spec_error(registry, with_(logging={"level": "loud"}))
     assert "logging.level must be one of debug, info, warning, error, got 'loud'" in str(error)
+
+
+def test_a_lora_block_validates_with_its_full_key_paths() -> None:
+    from beyondagent_core.spec import ModelSection, structured
+
+    model = structured(ModelSection, {"lora": {"rank": 4, "target_modules": ["q_proj", "v_proj"]}}, "model", "s.yaml")
+    assert (model.lora.rank, model.lora.alpha, model.lora.target_modules) == (4, 16.0, ["q_proj", "v_proj"])
+    for block, key, words in (({"rnak": 4}, "model.lora.rnak", "did you mean model.lora.rank"),
+                              ({"rank": 0}, "model.lora.rank", "must be >= 1"),
+                              ({"dropout": 1.0}, "model.lora.dropout", "< 1"),
+                              ({"target_modules": "q_proj"}, "model.lora.target_modules", "a list of strings")):
+        with pytest.raises(SpecError) as raised:
+            structured(ModelSection, {"lora": block}, "model", "s.yaml")
+        assert raised.value.where == f"s.yaml, key {key}" and words in raised.value.message, raised.value

@@ -106,7 +106,7 @@ def check_resumable(checkpoint: Checkpoint, spec: dict[str, Any], *, backend_vol
                     spec_path: str) -> None:
     """Refuse to resume when the spec changed in a way that matters; the error lists the keys."""
     volatile = (*VOLATILE_PREFIXES, *(f"backend.{key}" for key in backend_volatile))
-    differences = [key for key in spec_differences(checkpoint.spec, spec)
+    differences = [key for key in spec_differences(checkpoint.spec, spec, defaults=core_defaults())
                    if not any(key == v or key.startswith(v + ".") for v in volatile)]
     if differences:
         shown = ", ".join(differences[:12]) + (" ..." if len(differences) > 12 else "")
@@ -115,10 +115,28 @@ def check_resumable(checkpoint: Checkpoint, spec: dict[str, Any], *, backend_vol
                        hint="restore those keys, or start a new run (another run.name) without --resume")
 
 
-def spec_differences(old: Any, new: Any, prefix: str = "") -> list[str]:
-    """Dotted key paths whose values differ between two nested dicts."""
+_ABSENT = object()
+
+
+def core_defaults() -> dict[str, Any]:
+    """The core sections' defaults (`model`, `algorithm`, ...) as a resolved spec holds them."""
+    import attrs
+
+    from beyondagent_core.spec import CORE_SECTIONS
+
+    return {section: attrs.asdict(cls()) for section, cls in CORE_SECTIONS.items()}
+
+
+def spec_differences(old: Any, new: Any, prefix: str = "", *, defaults: Any = None) -> list[str]:
+    """Dotted key paths whose values differ between two nested dicts.
+
+    A key the old spec lacks (a checkpoint written before the key existed) is no difference when
+    the new spec leaves it at its default: the core section's default in `defaults`, or null/false."""
     if isinstance(old, dict) and isinstance(new, dict):
         keys = sorted(set(old) | set(new))
         return [diff for key in keys
-                for diff in spec_differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else str(key))]
+                for diff in spec_differences(old.get(key, _ABSENT), new.get(key), f"{prefix}.{key}" if prefix else str(key),
+                                             defaults=defaults.get(key, _ABSENT) if isinstance(defaults, dict) else _ABSENT)]
+    if old is _ABSENT:
+        return [] if new is None or new is False or (defaults is not _ABSENT and new == defaults) else [prefix or "(root)"]
     return [] if old == new else [prefix or "(root)"]

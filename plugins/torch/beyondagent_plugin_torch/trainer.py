@@ -65,6 +65,15 @@ from beyondagent_plugin_torch.checkpoint import (
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm, overlong_max_len
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.grpo import overlong_penalty
+from beyondagent_plugin_torch.lora import (
+    MERGED_DIR,
+    BaseWeights,
+    is_adapter_dir,
+    load_adapters,
+    merged_model,
+    trainable_parameters,
+    with_adapters,
+)
 from beyondagent_plugin_torch.metrics_log import (
     SAMPLES_FILE,
     MetricsLog,
@@ -110,6 +119,9 @@ class TorchBackend:
         from beyondagent_plugin_torch.known_models import KNOWN_MODELS
         from beyondagent_plugin_torch.models import is_prepared_here, resolve_model_path
 
+        lora_step = lora_checkpoint(root)
+        if lora_step is not None:  # adapters only: merged into the base model once (lora.py)
+            return merged_model(lora_step, say=say) if merge else lora_step / MERGED_DIR
         name = str(root)
         if not is_prepared_here(name):
             return None
@@ -177,6 +189,12 @@ class Trainer:
                                                  dtype=dtype, attention=self.attention,
                                                  where=f"{spec.path}, key model.path")
         self.device, self.dtype = device, dtype
+        self.lora = spec.model.lora
+        if self.lora is not None:  # adapters only: the base weights stay frozen (lora.py)
+            self.model = with_adapters(self.model, self.lora, seed=run.info.seed, where=f"{spec.path}, key model.lora")
+            trainable, total = trainable_parameters(self.model)
+            log.info("train.lora", trainable_parameters=trainable, parameters=total,
+                     share=round(trainable / max(total, 1), 5))
         context = getattr(self.model.config, "max_position_embeddings", None)
         if context is not None and config.max_episode_tokens > context:
             raise SpecError(f"backend.max_episode_tokens={config.max_episode_tokens} is longer than the model's "
@@ -184,12 +202,13 @@ class Trainer:
                             hint=f"use at most {context}")
         # A frozen copy of the starting policy for the KL loss; none (and no memory) when kl_coef is 0.
         self.ref_model = None
-        if self.algorithm.kl_coef > 0:
-            self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        if self.algorithm.kl_coef > 0:  # with LoRA: the same weights, adapters off (no second copy)
+            self.ref_model = self._reference()
         self.template = ChatTemplate(self.tokenizer)
         self.episode_sampling = EpisodeSampling(spec.logging.episodes, seed=run.info.seed)
         self.pieces = PieceCache(lambda ids: self.tokenizer.batch_decode(ids, skip_special_tokens=False))
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.optimizer = torch.optim.AdamW(trained_parameters(self.model), lr=config.lr,
+                                           weight_decay=config.weight_decay)
         warmup = config.warmup_steps
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)) if warmup else 1.0)
@@ -543,10 +562,25 @@ class Trainer:
 
     # --- resume ---------------------------------------------------------------------------
 
+    def _reference(self) -> Any:
+        """The frozen starting policy for the KL loss."""
+        if self.lora is not None:
+            return BaseWeights(self.model)
+        return copy.deepcopy(self.model).eval().requires_grad_(False)
+
     def _load_checkpoint(self, checkpoint: Any) -> None:
-        self.model, _ = load_policy(str(checkpoint.path / "model"), device=self.device, dtype=self.dtype,
-                                    attention=self.attention, where=f"checkpoint {checkpoint.path}")
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=self.config.lr,
+        saved = checkpoint.path / "model"
+        if is_adapter_dir(saved):  # a LoRA run's checkpoint: the spec's base model, then its adapters
+            spec = self.run.spec
+            base, _ = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=self.device,
+                                  dtype=self.dtype, attention=self.attention, where=f"{spec.path}, key model.path")
+            self.model = load_adapters(base, saved)
+            if self.ref_model is not None:
+                self.ref_model = self._reference()
+        else:
+            self.model, _ = load_policy(str(saved), device=self.device, dtype=self.dtype,
+                                        attention=self.attention, where=f"checkpoint {checkpoint.path}")
+        self.optimizer = torch.optim.AdamW(trained_parameters(self.model), lr=self.config.lr,
                                            weight_decay=self.config.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_schedule.lr_lambdas[0])
         load_training_state(checkpoint, optimizer=self.optimizer, scheduler=self.lr_schedule)
@@ -661,6 +695,22 @@ def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
         **origin_metrics(split, episodes),
         **gateway_metrics(episodes),
     }
+
+
+def lora_checkpoint(root: Path) -> Path | None:
+    """The step directory of a LoRA run's checkpoint named by `root`: the step directory, its
+    `model/`, or a run directory (its newest checkpoint); None when `root` is none of these."""
+    root = Path(root)
+    candidates = [root, root.parent] if root.name == "model" else [root]
+    if (root / "checkpoints").is_dir():
+        found = checkpoints(root)
+        candidates = [found[0].path] if found else []
+    return next((step for step in candidates if is_adapter_dir(step / "model")), None)
+
+
+def trained_parameters(model: Any) -> list[Any]:
+    """What the optimizer updates: every weight, or only the LoRA adapters (the rest is frozen)."""
+    return [p for p in model.parameters() if p.requires_grad]
 
 
 def samples_token_view(samples: list[TokenSequence], advantages: list[float] | None,

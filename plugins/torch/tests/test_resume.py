@@ -134,3 +134,16 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous_one(run_spec, te
     damaged = next(e for e in events if e["event"] == "train.checkpoint_damaged")
     assert damaged["checkpoint"].endswith("step_000002")
     assert next(e for e in events if e["event"] == "train.resumed")["step"] == 1
+
+
+def test_a_checkpoint_from_before_a_key_existed_resumes_when_the_key_is_at_its_default() -> None:
+    from beyondagent_plugin_torch.checkpoint import core_defaults, spec_differences
+
+    old = {"model": {"path": "tiny", "dtype": "auto"}, "algorithm": {"group_size": 8}, "backend": {"lr": 0.01}}
+    new = {"model": {"path": "tiny", "dtype": "auto", "lora": None},
+           "algorithm": {"group_size": 8, "policy_loss": "vanilla", "max_gen_batches": 10},
+           "backend": {"lr": 0.01, "new_flag": False}}
+    assert spec_differences(old, new, defaults=core_defaults()) == []
+    changed = {**new, "model": {**new["model"], "lora": {"rank": 4}}, "algorithm": {**new["algorithm"],
+                                                                                    "policy_loss": "gspo"}}
+    assert spec_differences(old, changed, defaults=core_defaults()) == ["algorithm.policy_loss", "model.lora"]

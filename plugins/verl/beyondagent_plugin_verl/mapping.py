@@ -85,6 +85,13 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     put("actor_rollout_ref.model.path", model_path, "model.path")
     if spec.model.tokenizer:
         put("actor_rollout_ref.model.tokenizer_path", spec.model.tokenizer, "model.tokenizer")
+    lora = spec.model.lora
+    if lora is not None:  # verl's FSDP LoRA (peft underneath); it has no dropout setting (check())
+        put("actor_rollout_ref.model.lora_rank", lora.rank, "model.lora.rank")
+        put("actor_rollout_ref.model.lora_alpha", lora.alpha, "model.lora.alpha")
+        targets = list(lora.target_modules)
+        put("actor_rollout_ref.model.target_modules", "all-linear" if targets == ["all-linear"] else targets,
+            "model.lora.target_modules")
     # GRPO (algorithm:) and the advantage estimator: verl's own where it has ours, else verl's GRPO (ours replaces it)
     advantage = spec.component("backend.advantage")
     estimator = estimator_name(spec)
@@ -240,6 +247,11 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
 def check(spec: Spec, config: VerlConfig) -> None:
     """What verl would reject later (or worse, accept), said in our keys."""
     algo, where = spec.algorithm, f"{spec.path or 'the spec'}"
+    if spec.model.lora is not None and spec.model.lora.dropout:
+        raise SpecError(f"the verl backend's LoRA has no dropout (verl's FSDP LoRA takes lora_rank, lora_alpha and "
+                        f"target_modules only), but model.lora.dropout is {spec.model.lora.dropout}",
+                        where=f"{where}, key model.lora.dropout",
+                        hint="set model.lora.dropout: 0 for verl (the torch backend applies it)")
     if algo.name not in ALGORITHMS:
         raise SpecError(f"the verl backend maps algorithm.name {', '.join(ALGORITHMS)}, not {algo.name!r}",
                         where=f"{where}, key algorithm.name",

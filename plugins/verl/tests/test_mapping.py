@@ -208,3 +208,20 @@ def test_experience_selects_our_trainer_and_our_policy_loss(tmp_path: Path) -> N
         with pytest.raises(SpecError) as caught:
             mapped(spec, tmp_path)
         assert f"key backend.verl.{key}" in str(caught.value) and "experience" in str(caught.value)
+
+
+def test_lora_reaches_verls_fsdp_lora_keys_and_dropout_is_refused(tmp_path: Path) -> None:
+    assert "actor_rollout_ref.model.lora_rank" not in mapped(spec_of(tmp_path), tmp_path)  # off by default
+    spec = spec_of(tmp_path)
+    path = Path(spec.path)
+    data = yaml.safe_load(path.read_text())
+    data["model"]["lora"] = {"rank": 16, "alpha": 32, "target_modules": ["q_proj", "v_proj"]}
+    path.write_text(yaml.safe_dump(data))
+    keys = mapped(prepare(path, manager=PluginManager(Switches(autoload=True))).spec, tmp_path)
+    assert keys["actor_rollout_ref.model.lora_rank"] == 16 and keys["actor_rollout_ref.model.lora_alpha"] == 32
+    assert keys["actor_rollout_ref.model.target_modules"] == ["q_proj", "v_proj"]
+    data["model"]["lora"] = {"rank": 16, "dropout": 0.05}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SpecError) as raised:
+        mapped(prepare(path, manager=PluginManager(Switches(autoload=True))).spec, tmp_path)
+    assert raised.value.where.endswith("key model.lora.dropout") and "no dropout" in raised.value.message

@@ -7,7 +7,8 @@ or "path/to/agent.py:run" (relative to the current directory). The agent talks t
 the policy with any OpenAI client pointed at `llm_base_url` (one URL per episode; any API key and
 model name), and to its environment through `env`: the episode's env, opened by the run (local or
 over the env service) — an async env (`await env.step(...)`) for an async function, the same
-methods called synchronously for a sync one (which runs in a thread of its own). Its reward, in
+methods called synchronously for a sync one. Either runs in a thread of its own (an async one on an
+event loop of its own), never on the rollout's loop, which the policy's decode steps hold. Its reward, in
 order: what `run` returns (a number, a `Reward`, or a dict with `score`), else what it posted to
 `<llm_base_url minus /v1>/reward`, else the env's `evaluate()`; a judge named in the spec
 (`reward`) scores the episode only when the agent gave no reward itself.
@@ -145,9 +146,13 @@ class AgentWorkflow:
         return Trajectory(task=task, turns=episode.turns(), reward=reward, terminated=True, metrics=metrics)
 
     async def _call(self, task: Task, base_url: str, env: AsyncEnv | None) -> Any:
-        if inspect.iscoroutinefunction(self.agent):
-            return await self.agent(task, base_url, env)
         loop = asyncio.get_running_loop()
+        if inspect.iscoroutinefunction(self.agent):
+            # on an event loop of its own, in its own thread: the rollout's loop runs the policy's
+            # decode steps synchronously, and an agent's HTTP client sharing it would see its timers
+            # (openai's connect timeout) fire during a long step; its env calls go to the rollout's loop
+            proxy = None if env is None else ForwardedEnv(env, loop)
+            return await run_in_thread(lambda: asyncio.run(self.agent(task, base_url, proxy)))
         result = await run_in_thread(self.agent, task, base_url, None if env is None else SyncEnv(env, loop))
         return await result if inspect.isawaitable(result) else result
 
@@ -186,6 +191,29 @@ async def run_in_thread(function: Callable[..., Any], *args: Any) -> Any:
 
     threading.Thread(target=target, name=f"agent-{getattr(function, '__name__', 'run')}", daemon=True).start()
     return await future
+
+
+class ForwardedEnv:
+    """The episode's async env for an async agent on an event loop of its own: each call runs on
+    the rollout's loop (where the env lives) and is awaited from the agent's."""
+
+    def __init__(self, env: AsyncEnv, loop: asyncio.AbstractEventLoop):
+        self._env, self._loop = env, loop
+
+    async def _forward(self, awaitable: Any) -> Any:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(awaitable, self._loop))
+
+    async def reset(self, task: Task) -> Any:
+        return await self._forward(self._env.reset(task))
+
+    async def step(self, action: dict[str, Any]) -> Any:
+        return await self._forward(self._env.step(action))
+
+    async def evaluate(self) -> Reward:
+        return await self._forward(self._env.evaluate())
+
+    async def call(self, method: str, *args: Any) -> Any:
+        return await self._forward(self._env.call(method, *args))
 
 
 class SyncEnv:

@@ -148,6 +148,15 @@ FAILING_AGENTS = '''
 import time
 from openai import OpenAI
 
+async def on_a_loop_of_its_own(task, llm_base_url, env):
+    import asyncio, threading
+    from openai import AsyncOpenAI
+    await env.reset(task)  # the env lives on the rollout's loop; the call is forwarded there
+    await AsyncOpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+    return {"score": 0.5 if threading.current_thread() is not threading.main_thread() else -1.0,
+            "success": True}
+
 def raises(task, llm_base_url, env):
     OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
@@ -187,7 +196,9 @@ def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, func
 
 
 @pytest.mark.parametrize(("function", "score", "success"), [("returns_reward", 0.25, False),
-                                                            ("posts_reward", 0.75, True)])
+                                                            ("posts_reward", 0.75, True),
+                                                            # not on the rollout's thread and loop
+                                                            ("on_a_loop_of_its_own", 0.5, True)])
 def test_the_agent_s_own_reward_wins(tmp_path: Path, function: str, score: float, success: bool) -> None:
     episodes, _ = run_agents(f"{agents_module(tmp_path, FAILING_AGENTS)}:{function}", group=1)
     for episode in episodes:

@@ -261,8 +261,9 @@ class Trainer:
         ) as progress:
             bar = progress.add_task("train", total=self.total_steps, completed=self.start_step, info="")
             # The SFT warm-up (algorithm.sft) runs once, before step 0's validation; a resumed run's
-            # checkpoint already holds it.
-            warm_up = self.warm_up() if self.start_step == 0 and self.algorithm.sft is not None else {}
+            # checkpoint already holds it (`beyondagent sft` then `run --resume`: RL from its step 0).
+            fresh = self.start_step == 0 and not self.run.resume
+            warm_up = self.warm_up() if fresh and self.algorithm.sft is not None else {}
             if self.start_step == 0 and self.data.val:
                 val = self.validate(0, metrics_log)
                 metrics_log.write(0, {**warm_up, **val})

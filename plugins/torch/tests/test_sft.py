@@ -199,7 +199,10 @@ def test_sft_only_warms_up_on_successful_rollouts_and_saves_a_checkpoint(run_spe
     print({k: v for k, v in warm.items() if k.startswith("sft/")})
     assert warm["sft/rollouts"] == 64 and 1 <= warm["sft/examples"] < 64
     assert result.metrics["checkpoint"].endswith("step_000000")
-    # the warm-up's policy starts a run: model.path names the checkpoint's model
+    # `beyondagent run --resume` goes on from the warm-up's checkpoint with RL, without warming up again
+    records = read_metrics(run_spec(spec, resume=True).run_dir)
+    assert [r["step"] for r in records] == [0, 1, 2] and records[0] == warm
+    # or the warm-up's policy starts another run: model.path names the checkpoint's model
     spec["model"]["path"] = str(tmp_path / "runs" / "word" / "checkpoints" / "step_000000" / "model")
     spec["algorithm"].pop("sft")
     spec["run"]["name"] = "after"

@@ -54,6 +54,12 @@ PERF_STEP_TIME_S = "perf/step_time_s"
 
 EPOCH = "epoch"
 
+# Only with `algorithm.sft`, at step 0: the warm-up's last-epoch mean NLL per trained token, its
+# examples and the tokens it trained an epoch.
+SFT_LOSS = "sft/loss"
+SFT_EXAMPLES = "sft/examples"
+SFT_TOKENS = "sft/tokens"
+
 # Only on evaluation steps.
 VAL_PASS_AT_1 = "val/pass@1"
 VAL_REWARD_MEAN = "val/reward_mean"

@@ -364,7 +364,8 @@ def describe_backend(session: Session) -> str | None:
     """The backend's own account of what it would run (`describe(run)`), for `--dry-run`.
 
     A backend that translates the spec into another system's config (verl) shows and writes
-    that config here; the run directory is created for it, nothing is trained.
+    that config here, creating in the run directory what it writes; nothing is trained, and a
+    backend that only describes (torch) leaves no run directory behind.
     """
     spec = session.spec
     backend = spec.component("backend")
@@ -375,7 +376,6 @@ def describe_backend(session: Session) -> str | None:
     if not callable(describe):
         return None
     run_dir = run_dir_of(spec)
-    run_dir.mkdir(parents=True, exist_ok=True)
     info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
     context = RunContext(spec=spec, info=info, manager=session.manager)
     try:

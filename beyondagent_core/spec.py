@@ -110,13 +110,44 @@ def _check_overlong(instance: Any, attribute: attrs.Attribute, value: OverlongSh
                                                   f"got {value.max_len}")
 
 
+SFT_SOURCES = ("successful", "synthetic_references")
+
+
+@attrs.define
+class SftWarmup:
+    """`algorithm.sft`: supervised steps before RL on chosen trajectories, loss on the model's
+    tokens only (docs/spec.md, "SFT warm-up"). `data`: `successful` (the starting policy's
+    successful rollouts of the training tasks), `synthetic_references` (the synthetic tasks'
+    reference solutions replayed in the env) or a JSONL file of `{"messages": [...]}`
+    conversations. `epochs` passes over the data, `lr` (None: `backend.lr`), `batch_size`
+    examples per optimizer step."""
+
+    data: str = MISSING
+    epochs: int = attrs.field(default=1, validator=number(ge=1))
+    lr: float | None = attrs.field(default=None, validator=number(gt=0))
+    batch_size: int = attrs.field(default=8, validator=number(ge=1))
+
+
+def _check_sft(instance: Any, attribute: attrs.Attribute, value: SftWarmup | None) -> None:
+    if value is None:
+        return
+    for field, check in (("epochs", number(ge=1)), ("lr", number(gt=0)), ("batch_size", number(ge=1))):
+        try:
+            check(value, attrs.fields_dict(SftWarmup)[field], getattr(value, field))
+        except FieldRangeError as exc:
+            raise FieldRangeError(f"sft.{field}", exc.message) from None
+    if not str(value.data).strip():
+        raise FieldRangeError("sft.data", f"must be one of {', '.join(SFT_SOURCES)} or a JSONL file, got ''")
+
+
 @attrs.define
 class AlgorithmSection:
     """GRPO as verl defines it (see DESIGN.md, "Training"), with DAPO's and GSPO's options
     (docs/spec.md, "GRPO options"): `clip_ratio_low`/`clip_ratio_high` (None: `clip_ratio`),
     `policy_loss` (`vanilla` or `gspo`), `overlong` reward shaping and `dynamic_sampling` (groups
     whose rewards are all equal are dropped and more are sampled, at most `max_gen_batches`
-    generation batches a step). Each backend checks the names it implements."""
+    generation batches a step). `sft` (optional): a supervised warm-up before RL (`SftWarmup`).
+    Each backend checks the names it implements."""
 
     name: str = "grpo"
     group_size: int = attrs.field(default=8, validator=number(ge=1))
@@ -133,6 +164,7 @@ class AlgorithmSection:
     overlong: OverlongShaping | None = attrs.field(default=None, validator=_check_overlong)
     dynamic_sampling: bool = False
     max_gen_batches: int = attrs.field(default=10, validator=number(ge=1))
+    sft: SftWarmup | None = attrs.field(default=None, validator=_check_sft)
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")

@@ -112,7 +112,7 @@ def test_plugins_json_shape(cli, make_dist) -> None:
         "entry_point": "beyondagent_core.builtin", "status": "ok", "error": None,
         "hooks": ["beyondagent_backends", "beyondagent_rewards", "beyondagent_summarizers",
                   "beyondagent_task_filters", "beyondagent_task_sources", "beyondagent_workflows"],
-        "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"],
+        "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react", "agent"],
                      "backend": ["export"], "summarizer": ["hindsight"],
                      "task_filter": ["dedup", "min_confidence"], "reward": ["env"]},
         "conflicts": {},

@@ -29,11 +29,10 @@ hand) turns each off:
 - **Retries**: the model retries a failed call 3 times and the `openai` client 2 times inside
   each, so a call refused past the episode's `workflow.max_calls` (429) is sent 12 times, with
   back-off, before the agent fails. `rl_model` sets both to 0: a refused call fails at once.
-- **The client's timeouts**: the `openai` client gives up connecting after 5 s. An async agent
-  runs on the rollout's event loop, where the torch backend's decode steps run too: a step longer
-  than 5 s (a real model's prefill on a busy CPU) made connects time out (`APITimeoutError`,
-  measured with SmolLM2-135M on 2 shared cores). `rl_model` sets no client timeout: the
-  workflow's `timeout` bounds the episode.
+- **The client's timeouts**: `rl_model` sets no client timeout: the workflow's `timeout` bounds
+  the episode. (Found when async agents still ran on the rollout's event loop, whose decode steps
+  made the `openai` client's 5 s connect timeout fire with SmolLM2-135M on 2 shared cores; they now
+  run on a loop of their own.)
 - **Cancellation**: AgentScope swallows `asyncio.CancelledError` in a reply and answers with its
   interruption message; `interruption_raise_cancelled_error` makes the workflow's `timeout`
   really stop the agent.

@@ -26,4 +26,6 @@ def beyondagent_backends() -> list[BackendSpec]:
 @hookimpl
 def beyondagent_commands() -> list[CommandSpec]:
     return [CommandSpec(name="model", factory="beyondagent_plugin_torch.model_command:add_model_command",
-                        summary="models by name: `beyondagent model list|fetch NAME|convert FILE.gguf`.")]
+                        summary="models by name: `beyondagent model list|fetch NAME|convert FILE.gguf`."),
+            CommandSpec(name="sft", factory="beyondagent_plugin_torch.sft_command:add_sft_command",
+                        summary="only the SFT warm-up of a torch spec (algorithm.sft), saved as a checkpoint.")]

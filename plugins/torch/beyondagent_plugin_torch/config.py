@@ -91,6 +91,10 @@ def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
                         hint=f"one of {', '.join(POLICY_LOSSES)} (gspo: one importance ratio per sequence)")
     if algo.kl_coef < 0 or algo.clip_ratio <= 0 or algo.clip_ratio_c <= 1:
         raise SpecError("algorithm needs kl_coef >= 0, clip_ratio > 0 and clip_ratio_c > 1", where=where)
+    if algo.sft is not None:
+        from beyondagent_plugin_torch.sft import check_sft
+
+        check_sft(algo.sft, getattr(spec, "path", None), str(spec.path))
     if algo.overlong is not None and config is not None:
         max_len = overlong_max_len(algo.overlong, config)
         if max_len <= algo.overlong.buffer_len:

@@ -88,6 +88,15 @@ from beyondagent_plugin_torch.models import (
 )
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
+from beyondagent_plugin_torch.sft import KEY as SFT_KEY
+from beyondagent_plugin_torch.sft import (
+    data_file,
+    end_of_turn_id,
+    file_examples,
+    is_sft_only,
+    reference_examples,
+    sft_update,
+)
 from beyondagent_plugin_torch.update import grpo_update, make_batch
 
 log = get_logger("beyondagent.torch")
@@ -234,6 +243,8 @@ class Trainer:
         )
 
         config, run = self.config, self.run
+        if is_sft_only():  # `beyondagent sft`
+            return self.fit_warm_up_only()
         # Everything imported and loaded so far lives for the whole run: keep it out of the
         # garbage collector's full passes (each took ~0.35 s on this heap).
         gc.collect()
@@ -249,10 +260,17 @@ class Trainer:
             TextColumn("{task.fields[info]}"), transient=False,
         ) as progress:
             bar = progress.add_task("train", total=self.total_steps, completed=self.start_step, info="")
+            # The SFT warm-up (algorithm.sft) runs once, before step 0's validation; a resumed run's
+            # checkpoint already holds it (`beyondagent sft` then `run --resume`: RL from its step 0).
+            fresh = self.start_step == 0 and not self.run.resume
+            warm_up = self.warm_up() if fresh and self.algorithm.sft is not None else {}
             if self.start_step == 0 and self.data.val:
                 val = self.validate(0, metrics_log)
-                metrics_log.write(0, val)
+                metrics_log.write(0, {**warm_up, **val})
                 final.update(val)
+            elif warm_up:
+                metrics_log.write(0, warm_up)
+            final.update(warm_up)
             for step in range(self.start_step + 1, self.total_steps + 1):
                 metrics = self.train_step(step, metrics_log)
                 if self.data.val and (step == self.total_steps or (config.eval_every and step % config.eval_every == 0)):
@@ -321,6 +339,64 @@ class Trainer:
             "perf/update_s": update_seconds,
             **kv_metrics,
         }
+
+    def fit_warm_up_only(self) -> dict[str, Any]:
+        """`beyondagent sft`: the warm-up, its metrics at step 0 and its checkpoint (step 0), no RL."""
+        with MetricsLog(self.run.run_dir, tensorboard=self.config.tensorboard) as metrics_log:
+            metrics = self.warm_up()
+            metrics_log.write(0, metrics)
+        self.save(0)
+        return {**metrics, "checkpoint": str(checkpoints(self.run.run_dir)[0].path)}
+
+    def warm_up(self) -> dict[str, float]:
+        """`algorithm.sft`: supervised steps on its data (sft.py) with their own AdamW (`sft.lr`, else
+        `backend.lr`); RL then starts with a fresh optimizer state. The KL reference stays the spec's model."""
+        sft = self.algorithm.sft
+        started = time.perf_counter()
+        examples, counts = self.sft_examples(sft)
+        optimizer = torch.optim.AdamW(trained_parameters(self.model), lr=sft.lr or self.config.lr,
+                                      weight_decay=self.config.weight_decay)
+        generator = torch.Generator().manual_seed(episode_seed(self.run.info.seed, "sft", 0))
+        metrics = sft_update(self.model, optimizer, examples, epochs=sft.epochs, batch_size=sft.batch_size,
+                             micro_batch_size=self.config.micro_batch_size, grad_clip=self.config.grad_clip,
+                             pad_token_id=self.tokenizer.pad_token_id, device=self.device, generator=generator)
+        check_finite(0, self.model, {"actor/pg_loss": metrics["sft/loss"]})
+        metrics.update({f"sft/{name}": float(value) for name, value in counts.items()})
+        metrics["sft/seconds"] = time.perf_counter() - started
+        log.info("train.sft_done", data=sft.data, **{k.split("/", 1)[1]: v for k, v in metrics.items()})
+        return metrics
+
+    def sft_examples(self, sft: Any) -> tuple[list[Any], dict[str, int]]:
+        """The warm-up's examples from `sft.data`, and counts of what was kept and dropped; none is an error."""
+        where = f"{self.run.spec.path}, key {SFT_KEY}"
+        end_id = end_of_turn_id(self.template, stop_token_ids(self.model, self.tokenizer, self.template),
+                                self.tokenizer.eos_token_id)
+        if sft.data == "successful":
+            tasks = self._epoch_cache[0]
+            size = self.algorithm.group_size
+            jobs = [(group, task) for group, task in enumerate(tasks) for _ in range(size)]
+            sampling = Sampling(self.config.temperature, self.config.top_p, self.config.max_new_tokens)
+            episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "sft"))
+            self.record_failures(0, episodes)
+            kept = [e for e in episodes if e.trainable and e.trajectory.reward is not None
+                    and e.trajectory.reward.success]
+            if not kept:
+                raise RunError(f"{SFT_KEY}: successful: none of the starting policy's {len(episodes)} rollouts of the "
+                               f"{len(tasks)} training tasks succeeded, so there is nothing to imitate", where=where,
+                               hint="use synthetic_references or a JSONL file of good conversations, or drop "
+                                    "algorithm.sft")
+            return kept, {"rollouts": len(episodes)}
+        if sft.data == "synthetic_references":
+            examples, counts = reference_examples(self.data.synthetic, self.runner, self.template, end_id,
+                                                  concurrency=self.config.max_concurrency)
+            if not examples:
+                raise RunError(f"{SFT_KEY}: synthetic_references: no reference solution replayed successfully "
+                               f"({counts['synthetic_tasks']} synthetic tasks, {counts['no_reference']} without a "
+                               f"list of actions as ground_truth, {counts['failed_replays']} failed replays)",
+                               where=where, hint="explore first (beyondagent explore) with a mixture that trains on "
+                                                 "synthetic tasks, or use successful or a JSONL file")
+            return examples, counts
+        return file_examples(data_file(sft.data, self.run.spec.path), self.template, end_id), {}
 
     def sample_batch(self, step: int, epoch: int, tasks: list[Task]
                      ) -> tuple[list[Episode], list[Episode], dict[str, float]]:
@@ -628,6 +704,10 @@ def describe_algorithm(spec: Spec, config: TorchConfig) -> str:
             + (f", dual clip {algo.clip_ratio_c:g})" if algo.policy_loss == "vanilla" else ", one ratio per sequence)")
             + f", loss aggregation {algo.loss_agg_mode}")
     lines = [f"torch backend: GRPO, {config.batch_size} tasks x {algo.group_size} rollouts a step; {loss}"]
+    if algo.sft is not None:
+        sft = algo.sft
+        lines.insert(0, f"SFT warm-up first: {sft.epochs} epoch(s) on {sft.data}, {sft.batch_size} examples a step, "
+                        f"lr {sft.lr or config.lr:g}, loss on the model's tokens only")
     if algo.dynamic_sampling:
         lines.append(f"dynamic sampling: groups whose rewards are all equal are dropped and more are generated, "
                      f"at most {algo.max_gen_batches} generation batches a step")

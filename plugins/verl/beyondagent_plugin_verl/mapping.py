@@ -342,6 +342,13 @@ def check_dapo_options(spec: Spec, where: str) -> None:
                         where=f"{where}, key algorithm.dynamic_sampling",
                         hint="use the torch backend, or set backend.verl.algorithm.filter_groups: {enable: true, "
                              "metric: reward} yourself if you accept both")
+    if algo.sft is not None:
+        raise SpecError("the verl backend cannot run algorithm.sft before RL: verl's PPO trainer has no warm-up "
+                        "phase; supervised fine-tuning is its separate trainer (verl.trainer.fsdp_sft_trainer) on a "
+                        "parquet of conversations, whose checkpoint an RL run then starts from",
+                        where=f"{where}, key algorithm.sft",
+                        hint="remove algorithm.sft and run verl's SFT trainer first (model.path: its checkpoint), "
+                             "or warm up with the torch backend (`beyondagent sft SPEC` saves a checkpoint)")
 
 
 def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

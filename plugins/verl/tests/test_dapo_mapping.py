@@ -46,6 +46,7 @@ def test_clip_higher_and_gspo_reach_verls_keys(tmp_path: Path) -> None:
      ["dapo` reward manager", "never runs", "use the torch backend"]),
     ({"dynamic_sampling": True}, "algorithm.dynamic_sampling",
      ["algorithm.filter_groups", "max_num_gen_batches", "backend.verl.algorithm.filter_groups"]),
+    ({"sft": {"data": "successful"}}, "algorithm.sft", ["no warm-up", "fsdp_sft_trainer", "beyondagent sft SPEC"]),
 ])
 def test_options_verl_cannot_honour_are_refused_with_the_reason(tmp_path: Path, algorithm: dict[str, Any], key: str,
                                                                 words: list[str]) -> None:

@@ -364,8 +364,8 @@ def describe_backend(session: Session) -> str | None:
     """The backend's own account of what it would run (`describe(run)`), for `--dry-run`.
 
     A backend that translates the spec into another system's config (verl) shows and writes
-    that config here, creating in the run directory what it writes; nothing is trained, and a
-    backend that only describes (torch) leaves no run directory behind.
+    that config here; the run directory is created for it, nothing is trained. A run directory
+    this made and the backend left empty (torch only describes) is removed again.
     """
     spec = session.spec
     backend = spec.component("backend")
@@ -376,6 +376,8 @@ def describe_backend(session: Session) -> str | None:
     if not callable(describe):
         return None
     run_dir = run_dir_of(spec)
+    made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]
+    run_dir.mkdir(parents=True, exist_ok=True)
     info = RunInfo(name=spec.run.name, run_dir=run_dir, seed=spec.run.seed, spec=spec.redacted())
     context = RunContext(spec=spec, info=info, manager=session.manager)
     try:
@@ -383,6 +385,9 @@ def describe_backend(session: Session) -> str | None:
             return str(describe(context))
     finally:
         context.close()
+        for directory in made:  # innermost first: only the directories this made, if still empty
+            with contextlib.suppress(OSError):
+                directory.rmdir()
 
 
 def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool = False) -> dict[str, Any]:

@@ -181,13 +181,19 @@ async def run_in_thread(function: Callable[..., Any], *args: Any) -> Any:
         if not future.done():
             setter(value)
 
+    def hand_over(setter: Callable[[Any], None], value: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(settle, setter, value)
+        except RuntimeError:  # the rollout's loop is closed: the episode ended (timed out) long ago
+            pass
+
     def target() -> None:
         try:
             value = function(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting episode
-            loop.call_soon_threadsafe(settle, future.set_exception, exc)
+            hand_over(future.set_exception, exc)
         else:
-            loop.call_soon_threadsafe(settle, future.set_result, value)
+            hand_over(future.set_result, value)
 
     threading.Thread(target=target, name=f"agent-{getattr(function, '__name__', 'run')}", daemon=True).start()
     return await future

@@ -10,52 +10,21 @@ BEYONDAGENT_REQUIRE_VERL_PARITY=1).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from beyondagent_core.plugins import PluginManager, Switches
-from beyondagent_core.registry import Registry
-from beyondagent_core.venvs import Venv, VenvBuildError, ensure_venv, registered_recipe
+from beyondagent_core.testing.verl_parity import HOW, verl_parity_venv
+from beyondagent_core.venvs import Venv
 
 HERE = Path(__file__).resolve().parent
-HOW = "run in the verl plugin's venv (verl 0.9.1 pins transformers<5.11)"
 PARITY_TIMEOUT_S = 600
-
-
-def required() -> str | None:
-    """Why this test must run here (a skip would hide a broken parity check), or None."""
-    if os.environ.get("BEYONDAGENT_REQUIRE_VERL_PARITY") == "1":
-        return "BEYONDAGENT_REQUIRE_VERL_PARITY=1"
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        return f"CI={os.environ['CI']} (a CI run)"
-    return None
-
-
-def cannot_run(reason: str) -> None:
-    why = required()
-    if why is not None:
-        pytest.fail(f"{reason}; the parity test is required where {why}")
-    pytest.skip(f"{reason} (in CI this is a failure)")
 
 
 @pytest.fixture(scope="module")
 def verl_venv() -> Venv:
-    """The verl plugin's venv, built first when it is not cached yet."""
-    manager = PluginManager(Switches(autoload=True)).load()
-    record = manager.records.get("verl")
-    if record is None or record.status != "ok":
-        cannot_run("verl parity needs beyondagent-plugin-verl (its venv has verl): "
-                   f"{record.error if record else 'not installed'}")
-    recipe = registered_recipe(Registry(manager), "verl", where="estimator verl parity test")
-    try:
-        return ensure_venv(recipe)
-    except VenvBuildError as exc:
-        if "could not get a package from the index" in str(exc):
-            cannot_run(f"verl parity needs pip to reach the package index to build the verl venv: {exc}")
-        raise
+    return verl_parity_venv("estimator verl parity test")
 
 
 def test_estimators_match_verl_core_algos(verl_venv: Venv) -> None:

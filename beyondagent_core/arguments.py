@@ -82,6 +82,18 @@ PORT = number(int, ge=0, le=65535)
 SEED = number(int, ge=0, le=SEED_MAX)
 
 
+def add_spec_arguments(parser: argparse.ArgumentParser, *, spec_help: str = "the spec YAML file",
+                       example: str = "mixture.synthetic_ratio=2") -> None:
+    """What every command that runs a spec takes: SPEC, KEY=VALUE overrides, --on-bad-record, --profile."""
+    from beyondagent_core.jsonl import BAD_RECORD_POLICIES
+
+    parser.add_argument("spec", help=spec_help)
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=f"dot-list overrides, e.g. {example}")
+    parser.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
+                        help="a malformed task record: fail (default) or skip it (counted and logged)")
+    add_profile_option(parser)
+
+
 def add_profile_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", metavar="NAME", default=None,
                         help="merge the spec's `profiles.NAME` block over it first (e.g. smollm2: the example "

@@ -25,11 +25,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from beyondagent_core import __version__
-from beyondagent_core.arguments import add_profile_option
+from beyondagent_core.arguments import add_spec_arguments
 from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError, PluginError
 from beyondagent_core.eval.command import add_eval_parser, run_eval_command
-from beyondagent_core.jsonl import BAD_RECORD_POLICIES
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
@@ -54,12 +53,7 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
 
     def spec_command(name: str, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, parents=[common], help=help_text, description=help_text)
-        sub.add_argument("spec", help="the spec YAML file")
-        sub.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                         help="dot-list overrides, e.g. mixture.synthetic_ratio=2")
-        sub.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
-                         help="a malformed task record: fail (default) or skip it (counted and logged)")
-        add_profile_option(sub)
+        add_spec_arguments(sub)
         return sub
 
     run = spec_command("run", "Run a spec: load tasks, explore, mix, train.")

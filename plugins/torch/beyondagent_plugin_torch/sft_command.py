@@ -17,15 +17,10 @@ from collections.abc import Callable
 
 
 def add_sft_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
-    from beyondagent_core.arguments import add_profile_option
-    from beyondagent_core.jsonl import BAD_RECORD_POLICIES
+    from beyondagent_core.arguments import add_spec_arguments
 
-    parser.add_argument("spec", help="the spec YAML file (torch backend, with algorithm.sft)")
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
-                        help="dot-list overrides, e.g. algorithm.sft.epochs=3")
-    parser.add_argument("--on-bad-record", choices=BAD_RECORD_POLICIES, default="fail",
-                        help="a malformed task record: fail (default) or skip it (counted and logged)")
-    add_profile_option(parser)
+    add_spec_arguments(parser, spec_help="the spec YAML file (torch backend, with algorithm.sft)",
+                       example="algorithm.sft.epochs=3")
     return run_sft_command
 
 

@@ -173,7 +173,7 @@ class TextGymEnv:
         query = task.query or (self.default_goal() if goal is None else self.goal_query(goal))
         messages = [
             {"role": "system", "content": self.instructions()},
-            {"role": "user", "content": f"{query}\n{self.describe(state)}"},
+            {"role": "user", "content": self._ask(f"{query}\n{self.describe(state)}", over=False)},
         ]
         metadata = start.metadata if goal is None else {**start.metadata, "goal": goal}
         info = {"task_id": task.task_id, "metadata": metadata, "actions": list(self.actions),
@@ -218,6 +218,7 @@ class TextGymEnv:
             episode.out_of_steps = True
             observation += f"\nOut of steps: the episode ends after {self.config.max_steps} steps."
         episode.score += reward
+        observation = self._ask(observation, over=episode.over)
         info: dict[str, Any] = {
             "action": None if parsed.index is None else self.actions[parsed.index],
             "valid": parsed.index is not None,
@@ -229,6 +230,11 @@ class TextGymEnv:
             info["problem"] = parsed.problem
         return EnvStep(observation=[{"role": "user", "content": observation}], reward=reward,
                        terminated=episode.over, info=info)
+
+    def _ask(self, observation: str, *, over: bool) -> str:
+        """`observation`, closed by the config's `turn_prompt` when a move is expected next."""
+        prompt = self.config.turn_prompt
+        return observation if over or prompt is None else f"{observation}\n{prompt}"
 
     def evaluate(self) -> Reward:
         episode = self._current("evaluate")

@@ -10,6 +10,11 @@ FrozenLake and in goal tasks, -1 in Taxi and CliffWalking. An answer that does n
 never scores above a move, so a policy cannot earn more by writing garbage than by playing
 (with 0, thirty turns of garbage scored 0 in CliffWalking, above the best walk's -13). A
 number sets the penalty itself (the quickstart's -0.1 is a format penalty on FrozenLake).
+
+`turn_prompt` (every env) is a line closing every observation that expects a move, e.g. "Your
+move? Answer as 'Action: <action>'." Unset, an observation ends with the board: a pretrained
+instruct model then tends to continue the board instead of answering (SmolLM2-135M named no
+move in 24 of 26 FrozenLake episodes), so the real-model profiles set one.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class FrozenLakeConfig:
     is_slippery: bool = False
     max_steps: int = 20
     invalid_action_reward: float | None = None
+    turn_prompt: str | None = None
     tasks_per_split: int = 100
 
 
@@ -58,6 +64,7 @@ class TaxiConfig:
 
     max_steps: int = 40
     invalid_action_reward: float | None = None
+    turn_prompt: str | None = None
     tasks_per_split: int = 100
 
 
@@ -71,6 +78,7 @@ class CliffWalkingConfig:
     is_slippery: bool = False
     max_steps: int = 30
     invalid_action_reward: float | None = None
+    turn_prompt: str | None = None
     tasks_per_split: int = 100
 
 
@@ -95,13 +103,15 @@ class GymTasksConfig:
 
 
 def check_episode_config(config: Any) -> None:
-    """The keys every env has: max_steps, invalid_action_reward, tasks_per_split."""
+    """The keys every env has: max_steps, invalid_action_reward, turn_prompt, tasks_per_split."""
     if config.max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {config.max_steps!r}")
     if config.invalid_action_reward is not None and not math.isfinite(config.invalid_action_reward):
         raise ValueError(f"invalid_action_reward must be a finite number, got {config.invalid_action_reward!r}")
     if not 1 <= config.tasks_per_split <= SPLIT_SIZE:
         raise ValueError(f"tasks_per_split must be between 1 and {SPLIT_SIZE}, got {config.tasks_per_split!r}")
+    if config.turn_prompt is not None and not config.turn_prompt.strip():
+        raise ValueError("turn_prompt must be a non-empty line (or null for none), got an empty string")
 
 
 def _is_int(value: Any) -> bool:

@@ -37,6 +37,24 @@ def test_reset_shows_the_rules_then_the_goal_and_the_grid() -> None:
     assert reset.info["actions"] == ["left", "down", "right", "up"]
 
 
+def test_turn_prompt_closes_every_observation_that_expects_a_move() -> None:
+    ask = "Your move? Answer with one word."
+    env = lake(turn_prompt=ask, max_steps=3)
+    reset = env.reset(Task(task_id="t", metadata={"map": MAP_3X3}))
+    assert reset.messages[1]["content"] == ("Reach the goal G without falling into a hole.\n"
+                                            f"PFF\nFHF\nFFG\nYou are at row 0, column 0.\n{ask}")
+    moved = env.step({"role": "assistant", "content": "right"})
+    assert text(moved) == f"SPF\nFHF\nFFG\nYou are at row 0, column 1.\n{ask}"
+    invalid = env.step({"role": "assistant", "content": "xyz"})
+    assert text(invalid).endswith(f"Answer with one of: left, down, right, up.\n{ask}")
+    last = env.step({"role": "assistant", "content": "down"})  # into the hole: no move is expected any more
+    assert last.terminated and not text(last).endswith(ask)
+
+    out_of_steps = lake(turn_prompt=ask, max_steps=1)
+    out_of_steps.reset(Task(task_id="t", metadata={"map": MAP_3X3}))
+    assert text(out_of_steps.step({"role": "assistant", "content": "left"})).endswith("after 1 steps.")
+
+
 def test_the_task_query_replaces_the_default_goal() -> None:
     reset = lake().reset(Task(task_id="t", query="Walk to G in exactly four moves.", metadata={"map": MAP_3X3}))
     assert reset.messages[1]["content"].startswith("Walk to G in exactly four moves.\nPFF\n")
@@ -249,6 +267,7 @@ def test_methods_before_reset_and_close_twice() -> None:
         ({"invalid_action_reward": float("nan")}, "invalid_action_reward"),
         ({"tasks_per_split": 0}, "tasks_per_split"),
         ({"size": 8, "max_size": 4}, "max_size"),
+        ({"turn_prompt": "  "}, "turn_prompt"),
     ],
 )
 def test_bad_config_raises_value_error_naming_the_key(config, key: str) -> None:

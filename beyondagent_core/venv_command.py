@@ -1,12 +1,14 @@
 """`beyondagent venv`: list, build and locate the cached venvs plugins register.
 
     beyondagent venv list [--json]
-    beyondagent venv build [NAME ...] [--all] [--rebuild]
+    beyondagent venv build [NAME ...] [--all] [--rebuild] [--jobs N]
     beyondagent venv path NAME
     beyondagent venv prune [--dry-run]
 
 `build` prints how long each build took (CI logs show it); a venv that is already built is
-reused and says so. `prune` removes the cached venvs of registered names that no recipe uses
+reused and says so. `--jobs N` builds N venvs at once: a build is mostly pip downloading and
+unpacking wheels, so builds overlap well even on 2 cores (the suite's script uses it); each then
+reports its stages as plain lines instead of a live status. `prune` removes the cached venvs of registered names that no recipe uses
 any more (an older key: a changed recipe, an upgraded plugin), a few GB each for verl.
 """
 
@@ -30,6 +32,7 @@ def add_venv_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     build.add_argument("names", nargs="*", metavar="NAME")
     build.add_argument("--all", action="store_true", help="every registered venv")
     build.add_argument("--rebuild", action="store_true", help="build again from scratch")
+    build.add_argument("--jobs", type=int, default=1, metavar="N", help="venvs built at once (default 1)")
     path = actions.add_parser("path", parents=[common], help="print a venv's directory (built or not)")
     path.add_argument("name")
     prune = actions.add_parser("prune", parents=[common], help="remove cached venvs no registered recipe uses now")
@@ -53,12 +56,23 @@ def run_venv_command(args: argparse.Namespace) -> int:
     if not names:
         raise SpecError("say which venvs to build", where="beyondagent venv build",
                         hint=f"names: {', '.join(registry.names('venv')) or 'none registered'}; or --all")
-    for name in names:
-        _build(registry, name, rebuild=args.rebuild)
+    if args.jobs < 1:
+        raise SpecError(f"--jobs must be at least 1, got {args.jobs}", where="beyondagent venv build")
+    if args.jobs == 1 or len(names) == 1:
+        for name in names:
+            _build(registry, name, rebuild=args.rebuild)
+        return 0
+    from concurrent.futures import ThreadPoolExecutor
+
+    # every build runs to its end even when another fails; the first failure is then raised
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(_build, registry, name, rebuild=args.rebuild, live=False) for name in names]
+    for future in futures:
+        future.result()
     return 0
 
 
-def _build(registry: object, name: str, *, rebuild: bool) -> None:
+def _build(registry: object, name: str, *, rebuild: bool, live: bool = True) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -72,9 +86,14 @@ def _build(registry: object, name: str, *, rebuild: bool) -> None:
                       highlight=False, markup=False)
         return
     started = time.monotonic()
-    with console.status(f"venv {name}: building") as status:
+    if live:
+        with console.status(f"venv {name}: building") as status:
+            venv = ensure_venv(recipe, rebuild=rebuild,
+                               progress=lambda step: status.update(escape(f"venv {name}: {step}")))
+    else:  # builds side by side: one live status cannot show them all
+        console.print(f"venv {name}: building", highlight=False, markup=False)
         venv = ensure_venv(recipe, rebuild=rebuild,
-                           progress=lambda step: status.update(escape(f"venv {name}: {step}")))
+                           progress=lambda step: console.print(f"venv {name}: {step}", highlight=False, markup=False))
     # pip arguments like `verl[verl-core]` are text, not rich markup
     console.print(f"venv {name}: built in {time.monotonic() - started:.0f} s at {venv.path}", highlight=False,
                   markup=False)

@@ -4,7 +4,7 @@
 # then run every test suite.
 source "$(dirname "$0")/_env.sh"
 # A venv that cannot be built here (offline) is not fatal here: the tests needing it say why.
-beyondagent venv build --all || echo "warning: a plugin venv could not be built; the tests that need it report why" >&2
+beyondagent venv build --all --jobs 4 || echo "warning: a plugin venv could not be built; the tests that need it report why" >&2
 suites=(tests)
 for dir in plugins/*/tests; do
   [ -d "$dir" ] && suites+=("$dir")

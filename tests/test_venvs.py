@@ -261,3 +261,35 @@ def test_launching_an_env_uses_its_venv_python(register_plugin, registry) -> Non
     env = fresh.resolve("env", "echo_in_venv", key_path="env").spec
     settings = launch_settings(fresh, env)
     assert settings == {"args": ("--threads", "2"), "python": str(locate(SIX).python)} and locate(SIX).ready
+
+
+TWO_VENVS_PLUGIN = '''
+from beyondagent_core import VenvSpec, hookimpl
+from beyondagent_core.venvs import VenvRecipe
+
+def six_recipe():
+    return VenvRecipe(name="six-test", steps=[["six==1.16.0"]], local=(), check="import six; print('six', six.__version__)")
+
+def old_six_recipe():
+    return VenvRecipe(name="old-six-test", steps=[["six==1.15.0"]], local=(),
+                      check="import six; print('six', six.__version__)")
+
+@hookimpl
+def beyondagent_venvs():
+    return [VenvSpec(name="six-test", factory=six_recipe), VenvSpec(name="old-six-test", factory=old_six_recipe)]
+'''
+
+
+def test_venv_build_jobs_builds_side_by_side(cli, make_dist, venv_cache: Path) -> None:
+    make_dist("beyondagent-plugin-twosix", "twosix", "bapc_twosix", TWO_VENVS_PLUGIN)
+    env = {"BEYONDAGENT_VENVS": str(venv_cache), "BEYONDAGENT_PLUGINS": "twosix"}
+    built = cli("venv", "build", "--all", "--jobs", "2", env=env)
+    assert built.code == 0, built.text
+    for name, version in (("six-test", "1.16.0"), ("old-six-test", "1.15.0")):
+        assert f"venv {name}: building" in built.err and f"venv {name}: built in" in built.err
+        assert f"venv {name}: pip install six=={version}" in built.err  # each build's stages, as plain lines
+        assert f"check: six {version}" in built.err
+    listing = json.loads(cli("venv", "list", "--json", env=env).out)
+    assert sorted((row["name"], row["ready"]) for row in listing) == [("old-six-test", True), ("six-test", True)]
+    bad = cli("venv", "build", "--all", "--jobs", "0", env=env)
+    assert bad.code == 2 and "--jobs must be at least 1" in bad.err

@@ -10,6 +10,9 @@ FrozenLake and in goal tasks, -1 in Taxi and CliffWalking. An answer that does n
 never scores above a move, so a policy cannot earn more by writing garbage than by playing
 (with 0, thirty turns of garbage scored 0 in CliffWalking, above the best walk's -13). A
 number sets the penalty itself (the quickstart's -0.1 is a format penalty on FrozenLake).
+
+`step_latency_ms` (every env) makes each step wait that long first, like an env behind a slow
+service or tool: for benchmarks of what overlaps env calls (`benchmarks/async_rollout.py`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class FrozenLakeConfig:
     max_steps: int = 20
     invalid_action_reward: float | None = None
     tasks_per_split: int = 100
+    step_latency_ms: float = 0.0
 
 
 @attrs.define
@@ -59,6 +63,7 @@ class TaxiConfig:
     max_steps: int = 40
     invalid_action_reward: float | None = None
     tasks_per_split: int = 100
+    step_latency_ms: float = 0.0
 
 
 @attrs.define
@@ -72,6 +77,7 @@ class CliffWalkingConfig:
     max_steps: int = 30
     invalid_action_reward: float | None = None
     tasks_per_split: int = 100
+    step_latency_ms: float = 0.0
 
 
 @attrs.define
@@ -95,11 +101,13 @@ class GymTasksConfig:
 
 
 def check_episode_config(config: Any) -> None:
-    """The keys every env has: max_steps, invalid_action_reward, tasks_per_split."""
+    """The keys every env has: max_steps, invalid_action_reward, tasks_per_split, step_latency_ms."""
     if config.max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {config.max_steps!r}")
     if config.invalid_action_reward is not None and not math.isfinite(config.invalid_action_reward):
         raise ValueError(f"invalid_action_reward must be a finite number, got {config.invalid_action_reward!r}")
+    if not (math.isfinite(config.step_latency_ms) and config.step_latency_ms >= 0):
+        raise ValueError(f"step_latency_ms must be a number >= 0, got {config.step_latency_ms!r}")
     if not 1 <= config.tasks_per_split <= SPLIT_SIZE:
         raise ValueError(f"tasks_per_split must be between 1 and {SPLIT_SIZE}, got {config.tasks_per_split!r}")
 

@@ -620,6 +620,8 @@ class Trainer:
         """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0)."""
         sampling = Sampling(self.config.val_temperature, self.config.top_p, self.config.max_new_tokens)
         episodes = self.rollout(list(enumerate(self.data.val)), sampling, seed=(self.run.info.seed, "val", step))
+        for episode in episodes:
+            episode.policy_version = step  # validation after step `step` runs the policy it left
         self.write_samples(metrics_log, step, "val", episodes)
         self.write_episodes(metrics_log, step, "val", episodes, None)
         scores = [episode.score for episode in episodes]

@@ -54,8 +54,10 @@ def rollout_lag(rollout_mode: str, max_staleness: int) -> int:
 
 def policy_version(step: int, *, lag: int, start_step: int, save_steps: Callable[[int], bool]) -> int:
     """The policy version that generates the batch of `step` (see the module docstring)."""
-    barrier = next((s for s in range(step - 1, start_step, -1) if save_steps(s)), start_step)
-    return max(step - 1 - lag, barrier)
+    unlagged = step - 1
+    # a checkpoint within the lag (or the start step) is the oldest version the batch may have
+    barrier = next((s for s in range(unlagged, max(unlagged - lag, start_step), -1) if save_steps(s)), start_step)
+    return max(unlagged - lag, barrier)
 
 
 def split_stale(versions: Sequence[int], *, trainer_version: int, max_staleness: int) -> tuple[list[int], list[int]]:
@@ -145,9 +147,9 @@ class RolloutPipeline(Generic[T]):
     def wait_for_generation(self) -> float:
         """Block until every batch of the current version is generated (then the weights may
         change); the seconds waited."""
-        current = self._trained
-        last = next((s for s in range(self._total, self._generated, -1) if self._version_of(s) <= current),
-                    self._generated)
+        current, last = self._trained, self._generated
+        while last < self._total and self._version_of(last + 1) <= current:  # versions never decrease
+            last += 1
         started = time.perf_counter()
         with self._changed:
             self._changed.wait_for(lambda: self._generated >= last or not self._thread.is_alive()

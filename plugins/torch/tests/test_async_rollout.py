@@ -73,6 +73,10 @@ def test_the_version_schedule() -> None:
     assert [policy_version(t, lag=1, start_step=0, save_steps=every_2) for t in range(1, 6)] == [0, 0, 2, 2, 4]
     # a run resumed from step 2 generates exactly what the uninterrupted run did from there
     assert [policy_version(t, lag=1, start_step=2, save_steps=every_2) for t in range(3, 6)] == [2, 2, 4]
+    # a checkpoint inside a longer lag holds the batches after it at the saved version until the lag passes it
+    at_5 = lambda step: step == 5  # noqa: E731
+    assert [policy_version(t, lag=3, start_step=0, save_steps=at_5) for t in range(1, 12)] == [
+        0, 0, 0, 0, 1, 5, 5, 5, 5, 6, 7]
     assert rollout_lag("sync", 3) == 0 and rollout_lag("one_step_off", 3) == 1 and rollout_lag("async", 3) == 3
 
 

@@ -245,3 +245,19 @@ def test_a_one_step_off_run_resumes_exactly(tmp_path: Path) -> None:
                     "actor/entropy", "rollout/staleness", "rollout_corr/rollout_is_mean"):
             assert resumed[step][key] == pytest.approx(whole[step][key], rel=1e-4, abs=1e-6), (step, key)
     assert [whole[step]["rollout/staleness"] for step in (1, 2, 3, 4)] == [0, 1, 0, 1]  # step 3: after a save
+
+
+def test_a_checkpoint_from_before_these_keys_resumes_while_they_keep_their_defaults(tmp_path: Path) -> None:
+    import attrs
+    from beyondagent_plugin_torch.checkpoint import Checkpoint, check_resumable
+
+    from beyondagent_core.errors import RunError
+
+    saved = {"backend": {"name": "torch", "lr": 0.005}}  # written before rollout_mode, max_staleness, tis_cap
+    now = {"backend": {"name": "torch", "lr": 0.005, "rollout_mode": "sync", "max_staleness": 1, "tis_cap": 2.0}}
+    checkpoint = Checkpoint(step=2, path=tmp_path, spec=saved)
+    defaults = attrs.asdict(TorchConfig())
+    check_resumable(checkpoint, now, backend_volatile=(), spec_path="spec.yaml", backend_defaults=defaults)
+    now["backend"]["rollout_mode"] = "one_step_off"
+    with pytest.raises(RunError, match="backend.rollout_mode"):
+        check_resumable(checkpoint, now, backend_volatile=(), spec_path="spec.yaml", backend_defaults=defaults)

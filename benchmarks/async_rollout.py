@@ -13,13 +13,15 @@ and update take turns on the device; what overlaps is the rollout's env waiting 
 Reported per side: the mean of `perf/step_time_s` over steps 2..N (the first step has nothing to
 overlap), its rollout and update halves, and the time the update waited for its batch; the last
 line is `one_step_off_step_time_ratio_vs_sync: X.XX` (target <= 0.7; the median of the trials'
-ratios), after the async one.
+ratios), after the async one. Each child's CPU seconds (all its threads) are printed too: on a
+shared machine a side that gets more of the cores shows it there.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,13 +42,16 @@ pipeline.run(pipeline.prepare(sys.argv[1], sys.argv[2:]))
 """
 
 
-def run_side(spec: Path, overrides: list[str]) -> float:
+def run_side(spec: Path, overrides: list[str]) -> tuple[float, float]:
+    """The child's wall seconds and CPU seconds (user + system, all its threads)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, str(spec), *overrides], stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True)
     if done.returncode:
         sys.exit(f"a side failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - started, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def step_records(run_dir: Path) -> list[dict]:
@@ -74,7 +79,7 @@ def main() -> None:
         for trial in range(args.trials):
             for side, extra in SIDES.items():
                 name = f"{side}_{trial}"
-                seconds = run_side(SPEC, [*common, f"run.name={name}", *extra])
+                seconds, cpu = run_side(SPEC, [*common, f"run.name={name}", *extra])
                 records = step_records(out / name)
                 step_times[side].append(mean(records, "perf/step_time_s"))
                 print(f"trial {trial} {side:>12}: {step_times[side][-1]:.2f} s/step over steps 2..{args.steps} "
@@ -82,7 +87,7 @@ def main() -> None:
                       f" s, waited for the batch {mean(records, 'perf/rollout_wait_s'):.2f} s, weights waited "
                       f"{mean(records, 'perf/weights_wait_s'):.2f} s; staleness "
                       f"{mean(records, 'rollout/staleness'):.2f}; reward {mean(records, 'train/reward_mean'):.3f}); "
-                      f"child {seconds:.0f} s", flush=True)
+                      f"child {seconds:.0f} s, {cpu:.0f} CPU s", flush=True)
     # Each trial's sides ran back to back: a ratio per trial, then the median (a shared machine's load
     # moves whole trials).
     print(f"env steps sleep {args.step_latency_ms:g} ms; mean s/step: "

@@ -141,10 +141,11 @@ def _rounded(value: float, decimals: int) -> float | None:
 
 def episode_record(*, step: int, split: str, index: int, group: Any, trajectory: Any,
                    tokens: dict[str, Any] | None, guided: bool = False, off_policy: bool = False,
-                   step_values: Sequence[float] | None = None) -> dict[str, Any]:
+                   step_values: Sequence[float] | None = None, policy_version: int | None = None) -> dict[str, Any]:
     """One line of `episodes.jsonl` for a finished `Trajectory` and its `token_view`; `step_values`
     are the advantage estimator's value per model turn where it gives them (ADCA's step rewards,
-    GiGPO's step-level advantages)."""
+    GiGPO's step-level advantages); `policy_version`, the updates the policy had taken when it
+    generated the episode (where the backend says: asynchronous rollout lags behind the step)."""
     task, reward = trajectory.task, trajectory.reward
     turns = [{"role": turn.role, "content": turn.content,
               **({"tool_calls": turn.tool_calls} if turn.tool_calls else {})} for turn in trajectory.turns]
@@ -162,6 +163,7 @@ def episode_record(*, step: int, split: str, index: int, group: Any, trajectory:
         "turns": turns,
         "tokens": tokens,
         "step_values": None if step_values is None else [_rounded(v, 4) for v in step_values],
+        "policy_version": policy_version,
     }
 
 

@@ -60,6 +60,12 @@ SFT_LOSS = "sft/loss"
 SFT_EXAMPLES = "sft/examples"
 SFT_TOKENS = "sft/tokens"
 
+# Asynchronous rollout (backend.rollout_mode one_step_off | async on the torch backend).
+ROLLOUT_STALENESS = "rollout/staleness"  # mean policy versions a step's samples lag behind the trained policy
+ROLLOUT_STALE_DROPPED = "rollout/stale_dropped"  # samples dropped for lagging more than backend.max_staleness
+PERF_ROLLOUT_WAIT_S = "perf/rollout_wait_s"  # the update waited this long for the step's batch
+PERF_WEIGHTS_WAIT_S = "perf/weights_wait_s"  # the optimizer step waited this long for the rollout in flight
+
 # Only on evaluation steps.
 VAL_PASS_AT_1 = "val/pass@1"
 VAL_REWARD_MEAN = "val/reward_mean"

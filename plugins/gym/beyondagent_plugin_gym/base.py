@@ -20,6 +20,7 @@ episode) and 0 otherwise, and `evaluate()` succeeds exactly when the goal was ac
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -193,6 +194,8 @@ class TextGymEnv:
         return [{"query": self.goal_query(goal), "goal": dict(goal)} for goal in episode.achieved]
 
     def step(self, action: Message) -> EnvStep:
+        if self.config.step_latency_ms:  # a slow env, for benchmarks (config.py)
+            time.sleep(self.config.step_latency_ms / 1000)
         episode = self._current("step")
         if episode.over:
             raise RuntimeError(f"{self.name}: step() after the episode ended; call reset() first")

@@ -15,6 +15,9 @@ number sets the penalty itself (the quickstart's -0.1 is a format penalty on Fro
 move? Answer as 'Action: <action>'." Unset, an observation ends with the board: a pretrained
 instruct model then tends to continue the board instead of answering (SmolLM2-135M named no
 move in 24 of 26 FrozenLake episodes), so the real-model profiles set one.
+
+`step_latency_ms` (every env) makes each step wait that long first, like an env behind a slow
+service or tool: for benchmarks of what overlaps env calls (`benchmarks/async_rollout.py`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class FrozenLakeConfig:
     invalid_action_reward: float | None = None
     turn_prompt: str | None = None
     tasks_per_split: int = 100
+    step_latency_ms: float = 0.0
 
 
 @attrs.define
@@ -66,6 +70,7 @@ class TaxiConfig:
     invalid_action_reward: float | None = None
     turn_prompt: str | None = None
     tasks_per_split: int = 100
+    step_latency_ms: float = 0.0
 
 
 @attrs.define
@@ -80,6 +85,7 @@ class CliffWalkingConfig:
     invalid_action_reward: float | None = None
     turn_prompt: str | None = None
     tasks_per_split: int = 100
+    step_latency_ms: float = 0.0
 
 
 @attrs.define
@@ -103,11 +109,13 @@ class GymTasksConfig:
 
 
 def check_episode_config(config: Any) -> None:
-    """The keys every env has: max_steps, invalid_action_reward, turn_prompt, tasks_per_split."""
+    """The keys every env has: max_steps, invalid_action_reward, turn_prompt, tasks_per_split, step_latency_ms."""
     if config.max_steps < 1:
         raise ValueError(f"max_steps must be at least 1, got {config.max_steps!r}")
     if config.invalid_action_reward is not None and not math.isfinite(config.invalid_action_reward):
         raise ValueError(f"invalid_action_reward must be a finite number, got {config.invalid_action_reward!r}")
+    if not (math.isfinite(config.step_latency_ms) and config.step_latency_ms >= 0):
+        raise ValueError(f"step_latency_ms must be a number >= 0, got {config.step_latency_ms!r}")
     if not 1 <= config.tasks_per_split <= SPLIT_SIZE:
         raise ValueError(f"tasks_per_split must be between 1 and {SPLIT_SIZE}, got {config.tasks_per_split!r}")
     if config.turn_prompt is not None and not config.turn_prompt.strip():

@@ -273,3 +273,17 @@ def test_methods_before_reset_and_close_twice() -> None:
 def test_bad_config_raises_value_error_naming_the_key(config, key: str) -> None:
     with pytest.raises(ValueError, match=f"^{key} must be"):
         lake(**config)
+
+
+def test_step_latency_makes_each_step_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    import beyondagent_plugin_gym.base as base
+
+    slept: list[float] = []
+    monkeypatch.setattr(base.time, "sleep", slept.append)
+    env = lake(step_latency_ms=50)
+    env.reset(Task(task_id="frozenlake-train-0"))
+    env.step({"role": "assistant", "content": "right"})
+    env.step({"role": "assistant", "content": "no move here"})
+    assert slept == [0.05, 0.05]
+    with pytest.raises(ValueError, match="step_latency_ms must be a number >= 0"):
+        lake(step_latency_ms=-1)

@@ -114,7 +114,8 @@ def test_the_bounded_search_makes_gymnasiums_maps(size: int, p: float) -> None:
 @pytest.mark.parametrize(("env_cls", "config_cls"), [(Taxi, TaxiConfig), (CliffWalking, CliffWalkingConfig)])
 def test_taxi_and_cliffwalking_take_no_sizes(env_cls, config_cls) -> None:
     keys = {field.name for field in attrs.fields(config_cls)}
-    assert keys <= {"max_steps", "invalid_action_reward", "turn_prompt", "tasks_per_split", "is_slippery"}
+    assert keys <= {"max_steps", "invalid_action_reward", "turn_prompt", "tasks_per_split", "is_slippery",
+                    "step_latency_ms"}
     env = env_cls(config_cls())
     plain = env.reset(Task(task_id="t", metadata={"seed": 5})).messages
     asked = env.reset(Task(task_id="t", metadata={"seed": 5, "size": 100_000, "map": ["S" + "F" * 999]}))

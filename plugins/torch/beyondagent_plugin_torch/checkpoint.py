@@ -103,10 +103,13 @@ def load_training_state(checkpoint: Checkpoint, *, optimizer: Any, scheduler: An
 
 
 def check_resumable(checkpoint: Checkpoint, spec: dict[str, Any], *, backend_volatile: tuple[str, ...],
-                    spec_path: str) -> None:
-    """Refuse to resume when the spec changed in a way that matters; the error lists the keys."""
+                    spec_path: str, backend_defaults: dict[str, Any] | None = None) -> None:
+    """Refuse to resume when the spec changed in a way that matters; the error lists the keys.
+    `backend_defaults`: the backend block's defaults (a key newer than the checkpoint is no
+    difference while it keeps its default)."""
     volatile = (*VOLATILE_PREFIXES, *(f"backend.{key}" for key in backend_volatile))
-    differences = [key for key in spec_differences(checkpoint.spec, spec, defaults=core_defaults())
+    defaults = {**core_defaults(), **({"backend": backend_defaults} if backend_defaults else {})}
+    differences = [key for key in spec_differences(checkpoint.spec, spec, defaults=defaults)
                    if not any(key == v or key.startswith(v + ".") for v in volatile)]
     if differences:
         shown = ", ".join(differences[:12]) + (" ..." if len(differences) > 12 else "")

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_core.checks import number
+from beyondagent_core.checks import FieldRangeError, number
 from beyondagent_core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 # or how often, not what is learned.
 RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_checkpoints",
                   "samples_per_step", "tensorboard", "report", "max_failed_fraction", "kv_cache_tokens", "batching")
+
+
+ROLLOUT_MODES = ("sync", "one_step_off", "async")
 
 
 @attrs.define
@@ -58,6 +61,13 @@ class TorchConfig:
     # continuous: episodes join the decode batch when their env answers (faster with slow, uneven envs).
     batching: str = attrs.field(default="lockstep", validator=attrs.validators.in_(("lockstep", "continuous")))
     max_failed_fraction: float = attrs.field(default=0.5, validator=number(ge=0, le=1))  # of a step's episodes
+    # asynchronous rollout (async_rollout.py): sync | one_step_off (the next step's rollouts run while
+    # this step updates) | async (up to max_staleness steps ahead); the loss weighs the lagging
+    # samples by truncated importance weights capped at tis_cap (verl's rollout_is_threshold)
+    rollout_mode: str = attrs.field(default="sync", validator=lambda _, attribute, value: one_of(
+        attribute.name, value, ROLLOUT_MODES))
+    max_staleness: int = attrs.field(default=1, validator=number(ge=1))  # policy versions a sample may lag
+    tis_cap: float = attrs.field(default=2.0, validator=number(gt=0))
     # validation, checkpoints, outputs
     eval_every: int = attrs.field(default=0, validator=number(ge=0))
     val_temperature: float = attrs.field(default=0.0, validator=number(ge=0))
@@ -66,6 +76,12 @@ class TorchConfig:
     samples_per_step: int = attrs.field(default=2, validator=number(ge=0))
     tensorboard: bool | None = None
     report: bool = True
+
+
+def one_of(field: str, value: Any, choices: tuple[str, ...]) -> None:
+    """A choice field's check: its error names the field (the spec loader adds the section's path)."""
+    if value not in choices:
+        raise FieldRangeError(field, f"must be one of {', '.join(choices)}, got {value!r}")
 
 
 def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
@@ -95,6 +111,8 @@ def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
         from beyondagent_plugin_torch.sft import check_sft
 
         check_sft(algo.sft, getattr(spec, "path", None), str(spec.path))
+    if config is not None:
+        check_rollout_mode(spec, config)
     if algo.overlong is not None and config is not None:
         max_len = overlong_max_len(algo.overlong, config)
         if max_len <= algo.overlong.buffer_len:
@@ -107,3 +125,20 @@ def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
 def overlong_max_len(overlong: Any, config: TorchConfig) -> int:
     """The length `algorithm.overlong` punishes towards: its `max_len`, else one model turn's limit."""
     return overlong.max_len if overlong.max_len is not None else config.max_new_tokens
+
+
+def check_rollout_mode(spec: Spec, config: TorchConfig) -> None:
+    """`backend.rollout_mode` with the keys that go with it; errors name the key."""
+    where = f"{spec.path}, key backend"
+    if config.rollout_mode == "one_step_off" and config.max_staleness != 1:
+        raise SpecError(f"backend.rollout_mode one_step_off lags one policy version, but backend.max_staleness is "
+                        f"{config.max_staleness}", where=f"{where}.max_staleness",
+                        hint="remove max_staleness (one_step_off means 1), or use rollout_mode: async for more")
+    if config.rollout_mode == "sync":
+        return
+    experience = spec.component("experience")
+    if experience is not None and experience.registration is not None:
+        raise SpecError(f"backend.rollout_mode {config.rollout_mode} cannot go with experience-guided rollouts: a "
+                        "step's lessons are summarized after its update, while the next step's rollouts are already "
+                        "running", where=f"{where}.rollout_mode",
+                        hint="use rollout_mode: sync with an experience block, or remove the experience block")

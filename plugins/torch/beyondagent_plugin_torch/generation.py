@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import inspect
 import math
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -112,7 +112,8 @@ class ChatScheduler:
 
     def __init__(self, model: Any, *, eos_token_ids: Sequence[int], pad_token_id: int,
                  max_batch_size: int = 64, kv_cache_tokens: int = DEFAULT_KV_CACHE_TOKENS,
-                 batching: str = "lockstep"):
+                 batching: str = "lockstep",
+                 device_turn: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext):
         if batching not in BATCHING:
             raise ValueError(f"batching must be one of {', '.join(BATCHING)}, got {batching!r}")
         self.model = model
@@ -121,6 +122,8 @@ class ChatScheduler:
         self.pad_token_id = pad_token_id
         self.max_batch_size = max_batch_size
         self.batching = batching
+        # Held for each decode step: with asynchronous rollout the update takes its turns between them.
+        self.device_turn = device_turn
         self.stats = GenerationStats()
         self.kv = SessionCache(kv_cache_tokens)
         # A prefill needs the logits of its last position only: not [rows, prompt, vocab] of them.
@@ -199,7 +202,7 @@ class ChatScheduler:
         try:
             while requests or batch is not None:
                 started = loop.time()
-                with torch.inference_mode():
+                with self.device_turn(), torch.inference_mode():
                     if requests:
                         batch = self._admit(batch, requests)
                         requests = []

@@ -14,6 +14,8 @@ own venv on random inputs and compares to 1e-6; `tests/test_grpo.py` checks hand
 | `policy_loss`                            | `core_algos.compute_policy_loss_vanilla` ("vanilla")    |
 | `gspo_policy_loss`                       | `core_algos.compute_policy_loss_gspo` ("gspo")          |
 | `overlong_penalty`                       | the `dapo` reward manager's overlong buffer             |
+| `truncated_is_weights`                   | `rollout_corr_helper.compute_rollout_correction_weights`|
+|                                          | (rollout_is "token", a float rollout_is_threshold: TIS) |
 
 Shapes: B sequences, T response tokens, V vocabulary. Masks are 0/1 (bool, int or float) of shape [B, T].
 One deliberate difference: where verl divides by a count of zero (a batch with no response tokens) and gets
@@ -47,6 +49,7 @@ __all__ = [
     "overlong_penalty",
     "policy_loss",
     "token_advantages",
+    "truncated_is_weights",
 ]
 
 Tensor = torch.Tensor
@@ -344,6 +347,7 @@ def policy_loss(
     loss_scale_factor: float | None = None,
     sequence_share: Tensor | None = None,
     sequence_tokens: Tensor | None = None,
+    is_weights: Tensor | None = None,
 ) -> PolicyLoss:
     """PPO's clipped surrogate with dual clip, per token, then aggregated (verl's "vanilla" policy loss).
 
@@ -351,6 +355,8 @@ def policy_loss(
     L = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)); where A < 0, L = min(L, -A c) with c = `clip_ratio_c`
     (dual-clip PPO, https://arxiv.org/abs/1912.09729: a negative advantage cannot push by more than c).
     `clip_ratio_high` and `clip_ratio_c` may be tensors broadcasting over [B, T] (per-row clips).
+    `is_weights` [B, T] (detached, e.g. `truncated_is_weights`) multiply each token's loss, as verl's
+    `rollout_is_weights` do.
     """
     if not bool(torch.all(torch.as_tensor(clip_ratio_c) > 1.0)):
         raise ValueError(f"clip_ratio_c (the dual-clip bound) must be greater than 1.0, got {clip_ratio_c}")
@@ -369,6 +375,8 @@ def policy_loss(
     dual_bound = -advantages * clip_ratio_c
     negative = advantages < 0
     per_token = torch.where(negative, torch.minimum(clipped_loss, dual_bound), clipped_loss)
+    if is_weights is not None:
+        per_token = per_token * is_weights
 
     with torch.no_grad():
         clip_fraction = _masked_mean((clipped > unclipped).to(per_token.dtype), response_mask)
@@ -395,6 +403,7 @@ def gspo_policy_loss(
     loss_scale_factor: float | None = None,
     sequence_share: Tensor | None = None,
     sequence_tokens: Tensor | None = None,
+    is_weights: Tensor | None = None,
 ) -> PolicyLoss:
     """GSPO (https://arxiv.org/abs/2507.18071): PPO's clip on one importance ratio per sequence (verl's "gspo").
 
@@ -403,7 +412,7 @@ def gspo_policy_loss(
     clamped to <= 10 as verl does. L = max(-A s_bt, -A clip(s_bt, 1 - eps_low, 1 + eps_high)), aggregated like
     `policy_loss`; no dual clip (verl's GSPO has none; `dual_clip_fraction` is 0). Each row is a sequence: a
     gateway episode split into several samples has one ratio per sample (the aggregation still weighs the
-    episode once through `sequence_share` / `sequence_tokens`).
+    episode once through `sequence_share` / `sequence_tokens`). `is_weights`: as in `policy_loss`.
     """
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high
@@ -419,6 +428,8 @@ def gspo_policy_loss(
         bounded = ratio.clamp(1 - low, 1 + high)
     clipped = -advantages * bounded
     per_token = torch.maximum(unclipped, clipped)
+    if is_weights is not None:
+        per_token = per_token * is_weights
 
     with torch.no_grad():
         clip_fraction = _masked_mean((clipped > unclipped).to(per_token.dtype), response_mask)
@@ -433,6 +444,24 @@ def gspo_policy_loss(
 # `algorithm.policy_loss` -> the loss function (verl's `actor.policy_loss.loss_mode` of the same name).
 # `policy_loss` takes `clip_ratio_c` (its dual clip); `gspo_policy_loss` has none.
 POLICY_LOSSES: dict[str, Callable[..., PolicyLoss]] = {"vanilla": policy_loss, "gspo": gspo_policy_loss}
+
+
+# ---------------------------------------------------------------------- off-policy correction (async rollout)
+
+
+@torch.no_grad()
+def truncated_is_weights(old_log_prob: Tensor, rollout_log_prob: Tensor, response_mask: Tensor, cap: float) -> Tensor:
+    """Truncated importance sampling (TIS) weights of the tokens an older policy sampled, [B, T], detached.
+
+    w = min(exp(clamp(log p_old - log p_rollout, -20, 20)), cap) on masked tokens, 0 elsewhere: `log p_old`
+    is the policy the update starts from, `log p_rollout` the sampling log-prob the rollout recorded (a
+    policy version or more behind with asynchronous rollout). verl's `compute_rollout_correction_weights`
+    with rollout_is "token" and a float `rollout_is_threshold` (its safety bound is the same 20).
+    """
+    if not cap > 0:
+        raise ValueError(f"the TIS cap must be positive, got {cap!r}")
+    log_ratio = (old_log_prob - rollout_log_prob).clamp(min=-20.0, max=20.0)
+    return (log_ratio.exp() * response_mask).clamp(max=cap)
 
 
 # ------------------------------------------------------------------------------------------- reward shaping

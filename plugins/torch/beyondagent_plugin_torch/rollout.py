@@ -34,6 +34,7 @@ class Episode:
     guided: bool = False  # the policy was shown experiences (`experience`)
     off_policy: bool = False  # trained on tokens other than those it saw (a stripped guided episode)
     more_samples: list[TokenSequence] = attrs.Factory(list)  # a split gateway episode's other samples
+    policy_version: int = 0  # updates the policy had taken when it generated this episode (async_rollout.py)
 
     @property
     def samples(self) -> list[TokenSequence]:

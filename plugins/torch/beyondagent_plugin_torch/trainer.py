@@ -55,6 +55,13 @@ from beyondagent_core.runtime.guidance import (
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.spec import Spec
 from beyondagent_core.types import Task
+from beyondagent_plugin_torch.async_rollout import (
+    DeviceTurns,
+    RolloutPipeline,
+    policy_version,
+    rollout_lag,
+    split_stale,
+)
 from beyondagent_plugin_torch.checkpoint import (
     check_resumable,
     checkpoints,
@@ -147,7 +154,8 @@ class TorchBackend:
         if checkpoint is None:
             raise RunError(f"nothing to resume: {run_dir} has no checkpoint", where=str(run_dir / "checkpoints"),
                            hint="run without --resume to start, or set backend.save_every to save during a run")
-        check_resumable(checkpoint, spec_snapshot(spec), backend_volatile=RESUMABLE_KEYS, spec_path=str(spec.path))
+        check_resumable(checkpoint, spec_snapshot(spec), backend_volatile=RESUMABLE_KEYS, spec_path=str(spec.path),
+                        backend_defaults=attrs.asdict(TorchConfig()))
 
     @contextlib.contextmanager
     def policy_llm(self, run: RunContext) -> Iterator[PolicyLLM]:
@@ -165,6 +173,16 @@ class TorchBackend:
                                   kv_cache_tokens=config.kv_cache_tokens, batching=config.batching)
         yield PolicyLLM(scheduler, template, Sampling(config.temperature, config.top_p, config.max_new_tokens),
                         max_episode_tokens=config.max_episode_tokens, seed=run.info.seed)
+
+
+@attrs.define
+class RolloutBatch:
+    """A step's episodes: every one generated, those the update trains on, and the rollout's metrics."""
+
+    epoch: int
+    generated: list[Episode]
+    trained: list[Episode]
+    metrics: dict[str, float]
 
 
 class Trainer:
@@ -222,10 +240,13 @@ class Trainer:
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)) if warmup else 1.0)
         self.start_step = self._resume_or_start_fresh()
+        # Asynchronous rollout: generation and update take turns on the device (async_rollout.py).
+        self.turns = DeviceTurns()
         self.scheduler = ChatScheduler(
             self.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
             pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
-            kv_cache_tokens=config.kv_cache_tokens, batching=config.batching)
+            kv_cache_tokens=config.kv_cache_tokens, batching=config.batching,
+            device_turn=self.turns.generation if config.rollout_mode != "sync" else contextlib.nullcontext)
         # `llm: policy` (a judge, a filter) asks the policy being trained.
         run.policy_llm = PolicyLLM(self.scheduler, self.template,
                                    Sampling(config.temperature, config.top_p, config.max_new_tokens),
@@ -271,32 +292,78 @@ class Trainer:
             elif warm_up:
                 metrics_log.write(0, warm_up)
             final.update(warm_up)
-            for step in range(self.start_step + 1, self.total_steps + 1):
-                metrics = self.train_step(step, metrics_log)
-                if self.data.val and (step == self.total_steps or (config.eval_every and step % config.eval_every == 0)):
-                    metrics.update(self.validate(step, metrics_log))
-                metrics_log.write(step, metrics)
-                self.run.step_finished(step, metrics)
-                final.update(metrics)
-                if step == self.total_steps or (config.save_every and step % config.save_every == 0):
-                    self.save(step)
-                progress.update(bar, completed=step, info=f"reward {metrics['train/reward_mean']:.3f}  "
-                                f"success {metrics['train/success_rate']:.2f}")
+            pipeline = self.rollout_pipeline()
+            try:
+                for step in range(self.start_step + 1, self.total_steps + 1):
+                    final.update(self.fit_step(step, metrics_log, pipeline, progress, bar))
+            finally:
+                if pipeline is not None:
+                    pipeline.close()
         if config.report:
             final["report"] = str(self.write_report())
         final["steps"] = self.total_steps
         return {key: value for key, value in final.items() if not key.startswith(("perf/", "rollout/"))}
 
-    def train_step(self, step: int, metrics_log: MetricsLog) -> dict[str, Any]:
+    def fit_step(self, step: int, metrics_log: MetricsLog, pipeline: RolloutPipeline | None, progress: Any,
+                 bar: Any) -> dict[str, Any]:
+        """One training step with its validation, checkpoint and progress line; its metrics."""
+        config = self.config
+        metrics = self.train_step(step, metrics_log, pipeline)
+        if self.data.val and (step == self.total_steps or (config.eval_every and step % config.eval_every == 0)):
+            with pipeline.paused() if pipeline is not None else contextlib.nullcontext():
+                metrics.update(self.validate(step, metrics_log))
+        metrics_log.write(step, metrics)
+        self.run.step_finished(step, metrics)
+        if self.is_save_step(step):
+            self.save(step)
+        progress.update(bar, completed=step, info=f"reward {metrics['train/reward_mean']:.3f}  "
+                        f"success {metrics['train/success_rate']:.2f}")
+        return metrics
+
+    def is_save_step(self, step: int) -> bool:
+        return step == self.total_steps or bool(self.config.save_every and step % self.config.save_every == 0)
+
+    def rollout_pipeline(self) -> RolloutPipeline | None:
+        """The rollout thread of `backend.rollout_mode` one_step_off or async (async_rollout.py); None in sync."""
+        config = self.config
+        if config.rollout_mode == "sync" or self.start_step >= self.total_steps:
+            return None
+        lag = rollout_lag(config.rollout_mode, config.max_staleness)
+        start = self.start_step
+
+        def version_of(step: int) -> int:
+            return policy_version(step, lag=lag, start_step=start, save_steps=self.is_save_step)
+
+        log.info("train.async_rollout", mode=config.rollout_mode, lag=lag, tis_cap=config.tis_cap)
+        return RolloutPipeline(self.produce_batch, start_step=start, total_steps=self.total_steps,
+                               version_of=version_of)
+
+    def produce_batch(self, step: int, version: int) -> RolloutBatch:
+        """Generate the episodes of `step` with the policy as it is (version `version`, see async_rollout.py)."""
         started = time.perf_counter()
         epoch, tasks = self.step_tasks(step)
         generated_before = self.scheduler.stats.generated_tokens
         kv_before = self.scheduler.kv.stats.as_dict()
         generated_episodes, episodes, sampling_metrics = self.sample_batch(step, epoch, tasks)
-        rollout_seconds = time.perf_counter() - started
+        for episode in generated_episodes:
+            episode.policy_version = version
+        seconds = time.perf_counter() - started
         generated = self.scheduler.stats.generated_tokens - generated_before
         kv_metrics = {f"rollout/kv_{name}": value - kv_before[name]
                       for name, value in self.scheduler.kv.stats.as_dict().items()}
+        return RolloutBatch(epoch, generated_episodes, episodes, {
+            **sampling_metrics, **kv_metrics,
+            "perf/tokens_per_s": generated / max(seconds, 1e-9), "perf/rollout_s": seconds})
+
+    def train_step(self, step: int, metrics_log: MetricsLog, pipeline: RolloutPipeline | None = None
+                   ) -> dict[str, Any]:
+        started = time.perf_counter()
+        if pipeline is None:
+            rollout_batch, waited = self.produce_batch(step, step - 1), 0.0
+        else:  # generated by the rollout thread, while earlier steps updated
+            rollout_batch, waited = pipeline.take(step)
+        epoch, generated_episodes = rollout_batch.epoch, rollout_batch.generated
+        episodes, staleness_metrics = self.fresh_episodes(step, rollout_batch.trained)
 
         advantages, step_values, advantage_metrics = self.estimate_advantages(step, episodes)
         self.write_episodes(metrics_log, step, "train", episodes, advantages, step_values)
@@ -306,7 +373,8 @@ class Trainer:
             first = next((e.trajectory.error for e in episodes if e.trajectory.error), "no tokens were generated")
             raise RunError(f"step {step}: every episode failed, nothing to train on; first error: {first}",
                            hint="run with -v; episode_errors.jsonl in the run directory has each failure")
-        self.model.train()
+        if pipeline is None:  # else train mode only within the update's device turns (DeviceTurns)
+            self.model.train()
         update_started = time.perf_counter()
         batch = make_batch([episodes[i] for i in trainable], [advantages[i] for i in trainable],
                            pad_token_id=self.tokenizer.pad_token_id, device=self.device)
@@ -314,12 +382,19 @@ class Trainer:
         off_policy_clip = None
         if self.guidance is not None:
             off_policy_clip = (self.guidance.block.off_clip_high, self.guidance.block.dual_clip)
+        lagging: dict[str, Any] = {}
+        weights_waited = []
+        if pipeline is not None:  # gradients while the rollout runs; weights change once it is done
+            lagging = {"tis_cap": self.config.tis_cap, "device_turn": lambda: self.turns.update(self.model),
+                       "before_weights_change": lambda: weights_waited.append(pipeline.wait_for_generation())}
         actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
                             config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
-                            off_policy_clip=off_policy_clip)
+                            off_policy_clip=off_policy_clip, **lagging)
         self.lr_schedule.step()
         self.model.eval()
         check_finite(step, self.model, actor)
+        if pipeline is not None:
+            pipeline.advance()
         update_seconds = time.perf_counter() - update_started
         self.write_samples(metrics_log, step, "train", generated_episodes)
         experience_metrics = self.learn_from(step, generated_episodes) if self.guidance is not None else {}
@@ -329,15 +404,15 @@ class Trainer:
             **experience_metrics,
             **episode_metrics("train", generated_episodes),
             metric_names.TRAIN_FLAT_GROUPS: flat_groups,
-            **sampling_metrics,
             **advantage_metrics,
             **actor,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
-            "perf/tokens_per_s": generated / max(rollout_seconds, 1e-9),
+            **rollout_batch.metrics,
+            **staleness_metrics,
             "perf/step_time_s": step_seconds,
-            "perf/rollout_s": rollout_seconds,
             "perf/update_s": update_seconds,
-            **kv_metrics,
+            **({} if pipeline is None else {metric_names.PERF_ROLLOUT_WAIT_S: waited,
+                                            metric_names.PERF_WEIGHTS_WAIT_S: sum(weights_waited)}),
         }
 
     def fit_warm_up_only(self) -> dict[str, Any]:
@@ -490,6 +565,25 @@ class Trainer:
         return {metric_names.TRAIN_OVERLONG_PENALTY: statistics.fmean(penalties),
                 metric_names.TRAIN_OVERLONG_FRACTION: statistics.fmean(float(p < 0) for p in penalties)}
 
+    def fresh_episodes(self, step: int, episodes: list[Episode]) -> tuple[list[Episode], dict[str, float]]:
+        """The episodes within `backend.max_staleness` policy versions of the policy that trains on them
+        at `step` (version step - 1), and the staleness metrics (asynchronous rollout only)."""
+        if self.config.rollout_mode == "sync":
+            return episodes, {}
+        trainer_version = step - 1
+        kept, dropped = split_stale([e.policy_version for e in episodes], trainer_version=trainer_version,
+                                    max_staleness=self.config.max_staleness)
+        metrics = {metric_names.ROLLOUT_STALENESS: statistics.fmean(trainer_version - e.policy_version
+                                                                    for e in episodes),
+                   metric_names.ROLLOUT_STALE_DROPPED: float(len(dropped))}
+        if dropped:
+            log.warning("train.stale_samples_dropped", step=step, dropped=len(dropped), episodes=len(episodes),
+                        max_staleness=self.config.max_staleness)
+        if not kept:
+            raise RunError(f"step {step}: all {len(episodes)} episodes lag more than backend.max_staleness = "
+                           f"{self.config.max_staleness} policy versions", hint="raise backend.max_staleness")
+        return [episodes[i] for i in kept], metrics
+
     def estimate_advantages(self, step: int, episodes: list[Episode]
                             ) -> tuple[list[Any], list[Any] | None, dict[str, float]]:
         """Per-token advantages of each episode from the run's estimator, its per-step values (for the
@@ -526,6 +620,8 @@ class Trainer:
         """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0)."""
         sampling = Sampling(self.config.val_temperature, self.config.top_p, self.config.max_new_tokens)
         episodes = self.rollout(list(enumerate(self.data.val)), sampling, seed=(self.run.info.seed, "val", step))
+        for episode in episodes:
+            episode.policy_version = step  # validation after step `step` runs the policy it left
         self.write_samples(metrics_log, step, "val", episodes)
         self.write_episodes(metrics_log, step, "val", episodes, None)
         scores = [episode.score for episode in episodes]
@@ -616,7 +712,8 @@ class Trainer:
             values = None if step_values is None or step_values[i] is None else [float(v) for v in step_values[i]]
             records.append(episode_record(step=step, split=split, index=i, group=episode.group,
                                           trajectory=episode.trajectory, tokens=tokens, guided=episode.guided,
-                                          off_policy=episode.off_policy, step_values=values))
+                                          off_policy=episode.off_policy, step_values=values,
+                                          policy_version=episode.policy_version))
         metrics_log.write_episodes(records)
 
     def save(self, step: int) -> None:
@@ -673,7 +770,7 @@ class Trainer:
         damaged = []
         for checkpoint in found:  # newest first; a damaged one falls back to the one before
             check_resumable(checkpoint, self.spec_snapshot, backend_volatile=RESUMABLE_KEYS,
-                            spec_path=str(self.run.spec.path))
+                            spec_path=str(self.run.spec.path), backend_defaults=attrs.asdict(TorchConfig()))
             try:
                 self._load_checkpoint(checkpoint)
                 break
@@ -708,6 +805,11 @@ def describe_algorithm(spec: Spec, config: TorchConfig) -> str:
         sft = algo.sft
         lines.insert(0, f"SFT warm-up first: {sft.epochs} epoch(s) on {sft.data}, {sft.batch_size} examples a step, "
                         f"lr {sft.lr or config.lr:g}, loss on the model's tokens only")
+    if config.rollout_mode != "sync":
+        lag = "one policy version" if config.rollout_mode == "one_step_off" else \
+            f"up to {config.max_staleness} policy versions"
+        lines.append(f"rollout {config.rollout_mode}: the next steps' rollouts run while a step updates, {lag} "
+                     f"behind; truncated importance weights capped at {config.tis_cap:g}")
     if algo.dynamic_sampling:
         lines.append(f"dynamic sampling: groups whose rewards are all equal are dropped and more are generated, "
                      f"at most {algo.max_gen_batches} generation batches a step")

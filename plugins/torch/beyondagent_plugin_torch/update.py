@@ -10,7 +10,9 @@ advantage estimator (`backend.advantage`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -132,8 +134,16 @@ def logprobs_in_chunks(model: Any, batch: TrainBatch, temperature: float, chunk:
 
 def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimizer, batch: TrainBatch, *,
                 algorithm: Any, config: Any, temperature: float, generator: torch.Generator,
-                off_policy_clip: tuple[float, float] | None = None) -> dict[str, float]:
+                off_policy_clip: tuple[float, float] | None = None, tis_cap: float | None = None,
+                device_turn: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
+                before_weights_change: Callable[[], Any] | None = None) -> dict[str, float]:
     """Update the policy on `batch`; returns the actor metrics of this step.
+
+    Asynchronous rollout (`async_rollout.py`): `tis_cap` weighs each token's loss by its truncated
+    importance weight (`grpo.truncated_is_weights`: the policy the update starts from over the
+    sampling policy); every forward and backward runs inside `device_turn()`, and
+    `before_weights_change()` is called before each optimizer step (it waits for the rollout that
+    must still see the current weights).
 
     Off-policy rows (`batch.off_policy`: experience-guided episodes trained without the experience)
     take their sampling log-probs as the old policy's, and `off_policy_clip` = (upper clip, dual
@@ -143,8 +153,9 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
     # With one optimizer step per batch the policy is still the one that sampled: the old log-probs
     # are the current ones, detached (what verl's recomputation gives), so that forward is skipped.
     single_step = config.ppo_epochs == 1 and mini_size >= batch.size
-    old_logprobs = None if single_step else logprobs_in_chunks(model, batch, temperature, micro)
-    ref_logprobs = logprobs_in_chunks(ref_model, batch, temperature, micro) if ref_model is not None else None
+    with device_turn():
+        old_logprobs = None if single_step else logprobs_in_chunks(model, batch, temperature, micro)
+        ref_logprobs = logprobs_in_chunks(ref_model, batch, temperature, micro) if ref_model is not None else None
     params = [p for p in model.parameters() if p.requires_grad]
     shuffle = config.ppo_epochs > 1 or mini_size < batch.size
     # seq-mean-token-sum-norm divides by a length: the whole batch's, the same for every micro-batch.
@@ -169,40 +180,48 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
             scale = {"normalizer": normalizer, "loss_scale_factor": horizon}
             optimizer.zero_grad(set_to_none=True)
             for index in mini.split(micro):
-                part = batch.rows(index)
-                width = part.loss_mask.shape[1]
-                logprobs, entropy = forward_logprobs(model, part, temperature, with_entropy=True,
-                                                     entropy_grad=bool(algorithm.entropy_coeff))
-                old = logprobs.detach() if old_logprobs is None else old_logprobs[index, :width]
-                if old_logprobs is None:
-                    first_pass[index, :width] = old
-                clip = dict(base_clip)
-                if off_policy_clip is not None and part.off_policy is not None and bool(part.off_policy.any()):
-                    rows = part.off_policy[:, None]
-                    old = torch.where(rows, part.rollout_logprobs, old)  # the behaviour policy saw the experience
-                    high, dual = off_policy_clip
-                    clip["clip_ratio_high"] = torch.where(rows, high, upper_clip)
-                    if "clip_ratio_c" in clip:
-                        clip["clip_ratio_c"] = torch.where(rows, dual, algorithm.clip_ratio_c)
-                scale.update(part.weighting())
-                policy = loss_fn(old, logprobs, part.advantages, part.loss_mask,
-                                 loss_agg_mode=algorithm.loss_agg_mode, **clip, **scale)
-                loss = policy.loss
-                kl = None
-                if ref_logprobs is not None and algorithm.kl_coef > 0:
-                    kl = grpo.kl_penalty(logprobs, ref_logprobs[index, :width], algorithm.kl_type)
-                    loss = loss + algorithm.kl_coef * grpo.aggregate(kl, part.loss_mask, algorithm.loss_agg_mode,
-                                                                     **scale)
-                if algorithm.entropy_coeff:
-                    loss = loss - algorithm.entropy_coeff * grpo.aggregate(
-                        entropy, part.loss_mask, algorithm.loss_agg_mode, **scale)
-                loss.backward()
-                totals.add_micro(part.loss_mask, policy, entropy.detach(), None if kl is None else kl.detach())
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-            if torch.isfinite(grad_norm):
-                optimizer.step()
-            else:
-                totals.skipped_steps += 1
+                with device_turn():
+                    part = batch.rows(index)
+                    width = part.loss_mask.shape[1]
+                    logprobs, entropy = forward_logprobs(model, part, temperature, with_entropy=True,
+                                                         entropy_grad=bool(algorithm.entropy_coeff))
+                    old = logprobs.detach() if old_logprobs is None else old_logprobs[index, :width]
+                    if old_logprobs is None:
+                        first_pass[index, :width] = old
+                    clip = dict(base_clip)
+                    if off_policy_clip is not None and part.off_policy is not None and bool(part.off_policy.any()):
+                        rows = part.off_policy[:, None]
+                        old = torch.where(rows, part.rollout_logprobs, old)  # the behaviour policy saw the experience
+                        high, dual = off_policy_clip
+                        clip["clip_ratio_high"] = torch.where(rows, high, upper_clip)
+                        if "clip_ratio_c" in clip:
+                            clip["clip_ratio_c"] = torch.where(rows, dual, algorithm.clip_ratio_c)
+                    scale.update(part.weighting())
+                    is_weights = None
+                    if tis_cap is not None:  # the lag behind the sampling policy (asynchronous rollout)
+                        is_weights = grpo.truncated_is_weights(old, part.rollout_logprobs, part.loss_mask, tis_cap)
+                        totals.add_is_weights(is_weights, old - part.rollout_logprobs, part.loss_mask, tis_cap)
+                    policy = loss_fn(old, logprobs, part.advantages, part.loss_mask,
+                                     loss_agg_mode=algorithm.loss_agg_mode, is_weights=is_weights, **clip, **scale)
+                    loss = policy.loss
+                    kl = None
+                    if ref_logprobs is not None and algorithm.kl_coef > 0:
+                        kl = grpo.kl_penalty(logprobs, ref_logprobs[index, :width], algorithm.kl_type)
+                        loss = loss + algorithm.kl_coef * grpo.aggregate(kl, part.loss_mask, algorithm.loss_agg_mode,
+                                                                         **scale)
+                    if algorithm.entropy_coeff:
+                        loss = loss - algorithm.entropy_coeff * grpo.aggregate(
+                            entropy, part.loss_mask, algorithm.loss_agg_mode, **scale)
+                    loss.backward()
+                    totals.add_micro(part.loss_mask, policy, entropy.detach(), None if kl is None else kl.detach())
+            if before_weights_change is not None:
+                before_weights_change()
+            with device_turn():
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+                if torch.isfinite(grad_norm):
+                    optimizer.step()
+                else:
+                    totals.skipped_steps += 1
             totals.grad_norms.append(float(grad_norm))
     # Rollout log-probs against the trainer's: a large gap means the token sequences are misaligned.
     totals.logprob_diff = mean_abs_gap(batch.rollout_logprobs, first_pass if old_logprobs is None else old_logprobs,
@@ -230,6 +249,15 @@ class _Totals:
     logprob_diff: float = 0.0
     skipped_steps: int = 0
     grad_norms: list[float] = attrs.field(factory=list)
+    is_tokens: float = 0.0  # tokens weighed by truncated importance weights (asynchronous rollout)
+    is_weight_sum: float = 0.0
+    is_above_cap: float = 0.0
+
+    def add_is_weights(self, weights: torch.Tensor, log_ratio: torch.Tensor, mask: torch.Tensor, cap: float) -> None:
+        valid = mask.bool()
+        self.is_tokens += float(valid.sum())
+        self.is_weight_sum += float(weights[valid].sum())
+        self.is_above_cap += float((log_ratio[valid] > math.log(cap)).sum())
 
     def add_micro(self, mask: torch.Tensor, policy: Any, entropy: torch.Tensor, kl: torch.Tensor | None) -> None:
         tokens = float(mask.sum())
@@ -257,4 +285,7 @@ class _Totals:
         }
         if self.has_kl:
             metrics["actor/kl"] = self.kl / tokens
+        if self.is_tokens:  # verl's rollout_corr/ names
+            metrics["rollout_corr/rollout_is_mean"] = self.is_weight_sum / self.is_tokens
+            metrics["rollout_corr/rollout_is_ratio_fraction_high"] = self.is_above_cap / self.is_tokens
         return metrics

@@ -7,6 +7,7 @@ game whose reward a tiny random model can learn, and a counting game for multi-t
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ TARGET_WORDS = ("left", "right", "up", "down")
 class WordGameConfig:
     turns: int = 1
     system: bool = True  # without it, a chat template may add its own default system prompt
+    step_seconds: float = 0.0  # `slow_word_game`: each step sleeps this long
 
 
 class WordGame:
@@ -61,12 +63,31 @@ class BrokenObservation(WordGame):
         return EnvStep(observation=[{"role": "user", "content": 42}], reward=0.0, terminated=False)
 
 
+# (start, end) of every `slow_word_game` step, in time.perf_counter() seconds: what ran when.
+SLOW_STEP_TIMES: list[tuple[float, float]] = []
+
+
+class SlowWordGame(WordGame):
+    """The word game whose every step sleeps `step_seconds` and records when it ran (SLOW_STEP_TIMES)."""
+
+    def __init__(self, config: WordGameConfig):
+        super().__init__(config)
+        self.step_seconds = config.step_seconds
+
+    def step(self, action: dict[str, Any]) -> EnvStep:
+        started = time.perf_counter()
+        time.sleep(self.step_seconds)
+        SLOW_STEP_TIMES.append((started, time.perf_counter()))
+        return super().step(action)
+
+
 class EnvsForTests:
     @hookimpl
     def beyondagent_envs(self) -> list[EnvSpec]:
         return [
             EnvSpec(name="word_game", factory=WordGame, config_cls=WordGameConfig),
             EnvSpec(name="broken_observation", factory=BrokenObservation, config_cls=WordGameConfig),
+            EnvSpec(name="slow_word_game", factory=SlowWordGame, config_cls=WordGameConfig),
         ]
 
 

@@ -23,6 +23,7 @@ import attrs
 
 # Keys of `backend` that may change between a run and its `--resume`.
 DEVICES = ("cuda", "cpu")
+ROLLOUT_MODES = ("sync", "one_step_off", "async")
 RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_checkpoints", "timeout_s")
 
 
@@ -57,6 +58,10 @@ class VerlConfig:
     max_prompt_tokens: int = 2048
     max_response_tokens: int = 8192
     val_temperature: float = 0.0
+    # asynchronous rollout: sync | one_step_off | async -> verl's V1 `colocate_async` trainer (mapping.py)
+    rollout_mode: str = "sync"
+    max_staleness: int = 1  # policy versions a sample may lag (one_step_off: 1)
+    tis_cap: float = 2.0  # truncated importance sampling cap (verl's algorithm.rollout_correction.rollout_is_threshold)
     # hardware: `cuda` is verl's own stack (vLLM rollout, FSDP on NCCL); `cpu` is ours for tests and
     # development on a machine without GPUs (transformers rollout, FSDP2 on gloo, fp32; see cpu_rollout.py)
     device: str = "cuda"
@@ -88,6 +93,12 @@ class VerlConfig:
         for name in ("warmup_steps", "eval_every", "save_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.rollout_mode not in ROLLOUT_MODES:
+            raise ValueError(f"rollout_mode must be one of {', '.join(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
+        if self.max_staleness < 1:
+            raise ValueError(f"max_staleness must be >= 1, got {self.max_staleness}")
+        if not self.tis_cap > 0:
+            raise ValueError(f"tis_cap must be > 0, got {self.tis_cap}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
         if self.lr <= 0:

@@ -134,6 +134,9 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     # trained without their lessons are marked off-policy, and our policy loss clips them
     if own_trainer(spec):
         put("trainer.v1.trainer_mode", OUR_TRAINER, "backend.advantage.name" if own_estimator(spec) else "experience")
+    if config.rollout_mode != "sync":
+        for key, value in async_rollout_settings(config).items():
+            put(key, value, f"backend.{'tis_cap' if 'rollout_correction' in key else 'rollout_mode'}")
     if guided(spec):
         put(f"{actor}.policy_loss.loss_mode", OFF_POLICY_LOSS, "experience.training")
     elif algo.policy_loss != "vanilla":  # GSPO: verl's "gspo" loss mode
@@ -210,6 +213,30 @@ def own_trainer(spec: Spec) -> bool:
     return own_estimator(spec) or guided(spec)
 
 
+def async_rollout_settings(config: VerlConfig) -> dict[str, Any]:
+    """`backend.rollout_mode` one_step_off | async as verl 0.9.1's V1 `colocate_async` trainer.
+
+    verl 0.9.1 ships three asynchronous trainers: `verl.experimental.one_step_off_policy` and
+    `verl.experimental.fully_async_policy` (inside the wheel, each with its own entry point and a
+    rollout GPU pool apart from the trainer's), and the V1 trainer's `trainer.v1.trainer_mode`
+    `colocate_async` / `separate_async` (`verl.trainer.ppo.v1`), selected in the `main_ppo` we launch.
+    `colocate_async` shares the GPUs as our sync runs do: it starts `num_warmup_batches` batches ahead,
+    interrupts the rollout for each update (partial rollouts resume with the new weights, invisibly
+    to the agent loop) and drops samples whose prompt started more than `max_off_policy_threshold`
+    versions back, counting the current one (hence max_staleness + 1). The lag is corrected by
+    verl's token-level TIS: `rollout_correction.rollout_is: token` capped at `rollout_is_threshold`.
+    `separate_async` needs a rollout pool of its own (set it through `backend.verl` yourself).
+    """
+    return {
+        "trainer.v1.trainer_mode": "colocate_async",
+        "trainer.v1.colocate_async.num_warmup_batches": config.max_staleness,
+        "trainer.v1.sampler.max_off_policy_threshold": config.max_staleness + 1,
+        "trainer.v1.sampler.max_off_policy_strategy": "drop",
+        "algorithm.rollout_correction.rollout_is": "token",
+        "algorithm.rollout_correction.rollout_is_threshold": config.tis_cap,
+    }
+
+
 def cpu_settings(config: VerlConfig) -> dict[str, Any]:
     """verl's trainer on CPU processes: our platform and rollout (cpu_platform.py, cpu_rollout.py).
 
@@ -277,6 +304,7 @@ def check(spec: Spec, config: VerlConfig) -> None:
                         f"backend.verl sets trainer.v1.trainer_mode: {trainer_mode}",
                         where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
                         hint="remove that key, or the experience block, to use verl's async trainers")
+    check_rollout_mode(spec, config, where, trainer_mode)
     loss_mode = flatten(config.verl).get("actor_rollout_ref.actor.policy_loss.loss_mode")
     if guided(spec) and loss_mode not in (None, OFF_POLICY_LOSS):
         raise SpecError(f"experience-guided rollouts train with our policy loss (`{OFF_POLICY_LOSS}`: verl's PPO clip, "
@@ -313,6 +341,29 @@ def check(spec: Spec, config: VerlConfig) -> None:
         raise SpecError(f"backend.tensor_parallel {config.tensor_parallel} does not divide backend.gpus_per_node "
                         f"{config.gpus_per_node}", where=f"{where}, key backend.tensor_parallel",
                         hint="a vLLM replica's GPUs must be on one node: use a divisor of gpus_per_node")
+
+
+def check_rollout_mode(spec: Spec, config: VerlConfig, where: str, trainer_mode: Any) -> None:
+    """`backend.rollout_mode` runs verl's `colocate_async` trainer: not with ours, nor another mode set by hand."""
+    if config.rollout_mode == "sync":
+        return
+    if config.rollout_mode == "one_step_off" and config.max_staleness != 1:
+        raise SpecError(f"backend.rollout_mode one_step_off lags one policy version, but backend.max_staleness is "
+                        f"{config.max_staleness}", where=f"{where}, key backend.max_staleness",
+                        hint="remove max_staleness (one_step_off means 1), or use rollout_mode: async for more")
+    if own_trainer(spec):
+        reason = (f"backend.advantage {spec.component('backend.advantage').name!r}" if own_estimator(spec)
+                  else "experience-guided rollouts")
+        raise SpecError(f"backend.rollout_mode {config.rollout_mode} runs verl's colocate_async trainer, but "
+                        f"{reason} run in verl's synchronous trainer (ours, `{OUR_TRAINER}`)",
+                        where=f"{where}, key backend.rollout_mode",
+                        hint="use rollout_mode: sync with them, or verl's own estimator (backend.advantage: "
+                             "{name: grpo}) without an experience block")
+    if trainer_mode not in (None, "colocate_async"):
+        raise SpecError(f"backend.rollout_mode {config.rollout_mode} maps to trainer.v1.trainer_mode: "
+                        f"colocate_async, but backend.verl sets {trainer_mode}",
+                        where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
+                        hint="remove that key, or set backend.rollout_mode: sync and choose verl's mode yourself")
 
 
 def check_dapo_options(spec: Spec, where: str) -> None:

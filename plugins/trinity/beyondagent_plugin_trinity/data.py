@@ -37,12 +37,12 @@ def write_tasksets(data: TrainingData, out_dir: Path, *, epochs: int, total_step
     rows = []
     for epoch in range(count):
         for task in data.epoch_tasks(epoch):
-            rows.append(_row(task, len(rows), epoch, "train"))
+            rows.append(task_row(task, len(rows), epoch, "train"))
     if not rows:
         raise ValueError("no training tasks: the mixer returned an empty list")
     _write(train_dir / TRAIN_FILE, rows)
     if data.val:
-        _write(val_dir / VAL_FILE, [_row(task, i, 0, "val") for i, task in enumerate(data.val)])
+        _write(val_dir / VAL_FILE, [task_row(task, i, 0, "val") for i, task in enumerate(data.val)])
     steps = len(rows) // batch_size
     if total_steps is not None:
         steps = min(steps, total_steps)
@@ -50,7 +50,8 @@ def write_tasksets(data: TrainingData, out_dir: Path, *, epochs: int, total_step
                            steps=steps)
 
 
-def _row(task, index: int, epoch: int, split: str) -> dict:
+def task_row(task, index: int, epoch: int, split: str) -> dict:
+    """One taskset row: the serialized Task (our Workflow reads `task`) and where it sits."""
     return {"task": json.dumps(task.to_dict(), ensure_ascii=False, default=str), "task_id": task.task_id,
             "index": index, "epoch": epoch, "split": split}
 

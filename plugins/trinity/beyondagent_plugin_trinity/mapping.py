@@ -129,10 +129,10 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     if config.total_steps is not None:
         put("buffer.total_steps", config.total_steps, "backend.total_steps")
     arguments = workflow_args(spec, config, files)
-    put("buffer.explorer_input.taskset", {
+    put("buffer.explorer_input.tasksets", [{
         "name": "train", "storage_type": "file", "path": str(files.train_dir), "split": "train",
         "default_workflow_type": WORKFLOW_NAME, "workflow_args": arguments,
-        "rollout_args": {"temperature": config.temperature, "top_p": config.top_p, "logprobs": 0}}, "tasks.train")
+        "rollout_args": {"temperature": config.temperature, "top_p": config.top_p, "logprobs": 0}}], "tasks.train")
     if files.val_dir is not None:
         put("buffer.explorer_input.eval_tasksets", [{
             "name": "val", "storage_type": "file", "path": str(files.val_dir), "split": "test",
@@ -230,9 +230,10 @@ def check(spec: Spec, config: TrinityConfig) -> None:
                "per group and train some of them without their lessons, which needs our own policy loss (the torch "
                "and verl backends have it; Trinity-RFT's explorer and trainer do not)",
                "remove the experience block, or use backend: torch or verl")
-    workflow_type = flatten(config.trinity).get("buffer.explorer_input.taskset.default_workflow_type")
-    if workflow_type not in (None, WORKFLOW_NAME):
-        refuse("backend.trinity.buffer.explorer_input.taskset.default_workflow_type",
+    workflow_keys = [key for key, value in flatten(config.trinity).items()
+                     if key.startswith("buffer.explorer_input") and "workflow_type" in key and value != WORKFLOW_NAME]
+    if workflow_keys:
+        refuse(f"backend.trinity.{workflow_keys[0]}",
                "the spec's workflow, env and judges run in trinity as our Workflow (`beyondagent`); another trinity "
                "workflow would not run them", "remove that key (the spec's workflow: block picks the workflow)")
     gpus = config.nodes * config.gpus_per_node

@@ -30,22 +30,20 @@ class VllmServerEngine:
 
     def __init__(self, model: Any):
         self.model = model  # trinity's ModelWrapper
-        self._client: Any = None
 
     async def complete_tokens(self, prompt_ids: Sequence[int], params: dict[str, Any], *,
                               request_id: str) -> tuple[list[int], list[float] | None]:
         import httpx
 
-        if self._client is None:
-            if self.model.api_address is None:
-                await self.model.prepare()  # asks the engine for its server's address and waits for it
-            self._client = httpx.AsyncClient(base_url=str(self.model.api_address).rstrip("/"),
-                                             timeout=REQUEST_TIMEOUT_S,
-                                             headers={"Authorization": f"Bearer {self.model.api_key}"})
+        if self.model.api_address is None:
+            await self.model.prepare()  # asks the engine for its server's address and waits for it
         body: dict[str, Any] = {"model": self.model.model_path, "prompt": [int(t) for t in prompt_ids],
                                 "logprobs": 1, "return_token_ids": True, "n": 1}
         body.update({key: value for key, value in params.items() if key in SAMPLING and value is not None})
-        reply = await self._client.post("/v1/completions", json=body, headers={"X-Request-Id": request_id})
+        # a client per request: a workflow object lives for one task, and nothing is left open after it
+        async with httpx.AsyncClient(base_url=str(self.model.api_address).rstrip("/"), timeout=REQUEST_TIMEOUT_S,
+                                     headers={"Authorization": f"Bearer {self.model.api_key}"}) as client:
+            reply = await client.post("/v1/completions", json=body, headers={"X-Request-Id": request_id})
         if reply.status_code != 200:
             raise RuntimeError(f"Trinity-RFT's vLLM server answered {reply.status_code}: {reply.text[:500]}")
         choice = reply.json()["choices"][0]

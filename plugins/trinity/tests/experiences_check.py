@@ -3,7 +3,7 @@
 Run in trinity's venv by test_experiences_match_torch.py, after the torch backend trained one step
 of TORCH_SPEC (the same spec with `backend: torch`, `logging.episodes: all`, one episode at a time):
 
-    python experiences_check.py WORK_DIR TORCH_SPEC TRINITY_SPEC
+    python experiences_check.py WORK_DIR TORCH_SPEC TRINITY_SPEC GIGPO_SPEC
 
 What is real: the trinity config (our mapping, composed on trinity's `Config` schema and validated by
 its `check_and_update`); our Workflow and ADVANTAGE_FN registered by trinity's own plugin loader
@@ -12,7 +12,7 @@ reader and `TaskFormatter` (which resolves the workflow through WORKFLOWS); `Tas
 `set_repeat_times` and `run_async` as trinity's workflow runner calls them; the spec's react
 workflow on FrozenLake (beyondagent-plugin-gym) and its judge; trinity's `Experience`
 serialization, its `grpo` ADVANTAGE_FN and its trainer's `to_data_proto` (the batch verl's actor
-gets) on our Experiences; our `beyondagent` ADVANTAGE_FN.
+gets) on our Experiences; our `beyondagent` ADVANTAGE_FN with GRPO and with GiGPO.
 
 The one stand-in: trinity's rollout model is vLLM, which does not install on this CPU machine, so
 the Workflow's model is `TorchPolicyEngine`: the torch backend's own generation (its scheduler,
@@ -77,7 +77,7 @@ def load_data(spec: Any) -> Any:
     return TrainingData(train, [], val, spec.component("mixture").create(), spec.run.seed)
 
 
-async def main(work: Path, torch_spec: str, trinity_spec: str) -> dict[str, Any]:
+async def main(work: Path, torch_spec: str, trinity_spec: str, gigpo_spec: str) -> dict[str, Any]:
     from trinity.algorithm import ADVANTAGE_FN
     from trinity.buffer.buffer import get_buffer_reader
     from trinity.common.experience import Experience
@@ -136,8 +136,9 @@ async def main(work: Path, torch_spec: str, trinity_spec: str) -> dict[str, Any]
     experiences = Experience.deserialize_many(Experience.serialize_many(experiences))
     trinity_grpo, _ = ADVANTAGE_FN.get("grpo")(**ADVANTAGE_FN.get("grpo").default_args())(
         Experience.deserialize_many(Experience.serialize_many(experiences)))
-    ours, _ = ADVANTAGE_FN.get("beyondagent")(spec_path=trinity_spec)(
-        Experience.deserialize_many(Experience.serialize_many(experiences)))
+    def ours(spec_path: str) -> list[Any]:
+        return ADVANTAGE_FN.get("beyondagent")(spec_path=spec_path)(
+            Experience.deserialize_many(Experience.serialize_many(experiences)))[0]
     batch = to_data_proto(trinity_grpo, pad_token_id=0, model=None, logger=None)
 
     def plain(exp: Any) -> dict[str, Any]:
@@ -150,7 +151,8 @@ async def main(work: Path, torch_spec: str, trinity_spec: str) -> dict[str, Any]
             "workflow_class": f"{tasks[0].workflow.__module__}.{tasks[0].workflow.__qualname__}",
             "experiences": [plain(e) for e in experiences],
             "trinity_grpo": {f"{e.eid.task}/{e.eid.run}": e.advantages.tolist() for e in trinity_grpo},
-            "our_advantage_fn": {f"{e.eid.task}/{e.eid.run}": e.advantages.tolist() for e in ours},
+            "our_grpo": {f"{e.eid.task}/{e.eid.run}": e.advantages.tolist() for e in ours(trinity_spec)},
+            "our_gigpo": {f"{e.eid.task}/{e.eid.run}": e.advantages.tolist() for e in ours(gigpo_spec)},
             "data_proto": {"uid": batch.non_tensor_batch["uid"].tolist(),
                            "response_mask": batch.batch["response_mask"].int().tolist(),
                            "responses": batch.batch["responses"].tolist(),
@@ -162,6 +164,6 @@ async def main(work: Path, torch_spec: str, trinity_spec: str) -> dict[str, Any]
 
 if __name__ == "__main__":
     work = Path(sys.argv[1])
-    result = asyncio.run(main(work, sys.argv[2], sys.argv[3]))
+    result = asyncio.run(main(work, *sys.argv[2:5]))
     (work / "result.json").write_text(json.dumps(result, default=str))
     print(json.dumps({"experiences": len(result["experiences"]), **result["timings"]}))

@@ -7,8 +7,9 @@ trinity's own config validation, plugin loader, taskset reader and Workflow call
 the torch backend's generation seeded per episode as the torch backend seeded it (vLLM, trinity's
 engine, does not install here: see that file). The same episodes must come back as Experiences
 with exactly the record's tokens, an action mask that is 1 on the model's tokens only, the
-recorded log-probs and the judge's reward; trinity's GRPO advantages must equal the torch
-backend's, and our ADVANTAGE_FN must give what trinity's GRPO gives; trinity's trainer batch
+recorded log-probs and the judge's reward; our ADVANTAGE_FN must give the torch backend's GiGPO
+advantages (GiGPO reads each episode's steps from the Experience) and, with GRPO, what trinity's
+own GRPO gives; trinity's trainer batch
 (`to_data_proto`) must carry the same mask, log-probs and reward.
 """
 
@@ -29,7 +30,9 @@ ROOT = HERE.parents[2]
 GROUP_SIZE, BATCH_SIZE, MAX_NEW_TOKENS = 4, 2, 3
 
 
-def write_specs(tmp_path: Path) -> tuple[Path, Path]:
+def write_specs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The torch backend's spec (GiGPO, the estimator whose steps need our records), the trinity spec
+    (GRPO: trinity's own advantage_fn), and the trinity spec with GiGPO (our ADVANTAGE_FN)."""
     data = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
     data.pop("profiles", None)
     data["run"].update({"name": "parity", "output_dir": str(tmp_path / "runs")})
@@ -38,25 +41,27 @@ def write_specs(tmp_path: Path) -> tuple[Path, Path]:
     data["logging"] = {"episodes": "all"}
     torch_spec = {**data, "backend": {"name": "torch", "device": "cpu", "total_steps": 1, "batch_size": BATCH_SIZE,
                                       "max_new_tokens": MAX_NEW_TOKENS, "max_episode_tokens": 1024, "lr": 0.005,
-                                      "max_concurrency": 1, "eval_every": 0, "save_every": 0, "micro_batch_size": 8}}
+                                      "max_concurrency": 1, "eval_every": 0, "save_every": 0, "micro_batch_size": 8,
+                                      "advantage": {"name": "gigpo"}}}
     trinity_spec = {**data, "backend": {"name": "trinity", "total_steps": 1, "batch_size": BATCH_SIZE,
                                         "max_new_tokens": MAX_NEW_TOKENS, "max_prompt_tokens": 512,
                                         "max_response_tokens": 512, "lr": 0.005, "gpus_per_node": 2},
                     "plugins": {"require": ["beyondagent-plugin-gym>=0.1", "beyondagent-plugin-trinity>=0.1"]}}
-    paths = tmp_path / "torch.yaml", tmp_path / "trinity.yaml"
-    for path, spec in zip(paths, (torch_spec, trinity_spec), strict=True):
+    gigpo_spec = {**trinity_spec, "backend": {**trinity_spec["backend"], "advantage": {"name": "gigpo"}}}
+    paths = tmp_path / "torch.yaml", tmp_path / "trinity.yaml", tmp_path / "trinity_gigpo.yaml"
+    for path, spec in zip(paths, (torch_spec, trinity_spec, gigpo_spec), strict=True):
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return paths
 
 
 def test_experiences_match_the_torch_backends_episodes(trinity_venv: Any, tmp_path: Path) -> None:
-    torch_spec, trinity_spec = write_specs(tmp_path)
+    torch_spec, trinity_spec, gigpo_spec = write_specs(tmp_path)
     started = time.monotonic()
     trained = trinity_venv.run(["-m", "beyondagent_core.cli", "run", str(torch_spec)], timeout=600, cwd=str(ROOT))
     assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-4000:]
     torch_s = time.monotonic() - started
-    checked = trinity_venv.run([str(HERE / "experiences_check.py"), str(tmp_path), str(torch_spec), str(trinity_spec)],
-                               timeout=600, cwd=str(ROOT))
+    checked = trinity_venv.run([str(HERE / "experiences_check.py"), str(tmp_path), str(torch_spec), str(trinity_spec),
+                                str(gigpo_spec)], timeout=600, cwd=str(ROOT))
     assert checked.returncode == 0, checked.stdout[-2000:] + checked.stderr[-6000:]
     print(f"torch backend step: {torch_s:.1f} s; trinity check: {checked.stdout.strip().splitlines()[-1]}")
     result = json.loads((tmp_path / "result.json").read_text())
@@ -94,12 +99,14 @@ def test_experiences_match_the_torch_backends_episodes(trinity_venv: Any, tmp_pa
         if turns > 1:
             multi_turn += 1
             assert len(response_mask) > sum(response_mask)  # observations inside the response, mask 0
-        # GRPO: trinity's own ADVANTAGE_FN gives the torch backend's advantages on the model tokens
+        # GiGPO through our ADVANTAGE_FN (from the records our Workflow put in each Experience) gives the
+        # torch backend's GiGPO advantages on the model tokens; our GRPO through it gives trinity's own GRPO
         torch_advantages = [r["advantage"] for r in rows][prompt:len(tokens)]
-        got = result["trinity_grpo"][f"{group}/{sample}"]
-        assert got == pytest.approx([a if m else 0.0 for a, m in zip(torch_advantages, response_mask, strict=True)],
-                                    abs=2e-4)
-        assert result["our_advantage_fn"][f"{group}/{sample}"] == pytest.approx(got, abs=1e-5)
+        assert result["our_gigpo"][f"{group}/{sample}"] == pytest.approx(
+            [a if m else 0.0 for a, m in zip(torch_advantages, response_mask, strict=True)], abs=2e-4)
+        assert any(torch_advantages)
+        assert result["our_grpo"][f"{group}/{sample}"] == pytest.approx(result["trinity_grpo"][f"{group}/{sample}"],
+                                                                         abs=1e-5)
     assert multi_turn > 0, "no episode took more than one turn: observations were not exercised"
     # trinity's trainer batch (verl DataProto) carries our mask, log-probs and reward
     batch = result["data_proto"]

@@ -72,3 +72,25 @@ def test_setup_says_what_the_venv_has(trinity_venv: Any) -> None:
     assert "trinity-rft 0.6.0, verl 0.8.0, torch 2.13.0" in err and "vLLM not installed" in err
     assert "GPUs: none" in err and "registered (by trinity's plugin loader" in err
     assert "built in" in err
+
+
+def test_a_cpu_run_writes_the_tasksets_then_says_training_needs_gpus(trinity_venv: Any, tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "examples" / "trinity_frozenlake.yaml").read_text())
+    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["tasks"]["train"]["count"] = 8
+    data["backend"].update({"total_steps": None, "epochs": 2, "batch_size": 2})
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    result = cli("run", str(spec))
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-3000:]
+    err = " ".join(result.stderr.split())
+    assert "Trinity-RFT needs 2 GPU(s) on this node (backend.gpus_per_node) but torch in trinity's venv sees 0" in err
+    assert "Traceback" not in result.stderr
+    trinity_dir = tmp_path / "runs" / "trinity_frozenlake" / "trinity"
+    rows = [yaml.safe_load(line) for line in (trinity_dir / "data" / "train" / "train.jsonl").read_text().splitlines()]
+    assert len(rows) == 16 and [r["epoch"] for r in rows] == [0] * 8 + [1] * 8
+    assert len((trinity_dir / "data" / "val" / "test.jsonl").read_text().splitlines()) == 16
+    config = yaml.safe_load((trinity_dir / "trinity_config.yaml").read_text())
+    assert config["buffer"]["explorer_input"]["tasksets"][0]["path"] == str(trinity_dir / "data" / "train")
+    assert config["buffer"]["explorer_input"]["eval_tasksets"][0]["path"] == str(trinity_dir / "data" / "val")
+    assert yaml.safe_load((trinity_dir / "spec.yaml").read_text())["backend"]["name"] == "trinity"

@@ -8,7 +8,7 @@
         check  = our Workflow and ADVANTAGE_FN registered in trinity; the GPUs trinity was told about exist
         launch = ray start --head (unless backend.ray_address or a running Ray), then
                  trinity run --config trinity_config.yaml --plugin-dir <our trinity_plugin/>   (in the venv)
-                 output -> <run_dir>/trinity/trinity.log
+                 output -> <run_dir>/trinity/trinity.log; step metrics -> <run_dir>/trinity/trinity_metrics.<role>.jsonl
 
 `describe(run)` (`beyondagent run --dry-run`) does the first three and prints the composed config.
 A failure inside trinity becomes a `RunError` with the last error line of its log and the log's path.
@@ -56,14 +56,14 @@ class TrinityBackend:
         answer = self._compose(run, files, venv)
         text = Path(answer["config"]).read_text()
         registration = answer["registration"]
-        status = (f"registered ({registration['targets']['workflow']}, {registration['targets']['advantage_fn']})"
+        status = (f"registered ({', '.join(registration['targets'].values())})"
                   if registration["registered"] else f"NOT registered: {registration['error']}")
         cluster = answer["cluster"]
         return (f"Trinity-RFT config (composed by trinity-rft {answer['trinity']} and checked by its check_and_update "
                 f"in {answer['total_s']:.0f} s; mode {answer['mode']}: {cluster['explorer_gpus']} explorer + "
                 f"{cluster['trainer_gpus']} trainer GPU(s) of the {cluster['gpus']} the spec declares), written to "
                 f"{answer['config']}:\n{text}\n"
-                f"`beyondagent` in trinity's WORKFLOWS and ADVANTAGE_FN: {status}\n"
+                f"`beyondagent` in trinity's WORKFLOWS, ADVANTAGE_FN and MONITOR: {status}\n"
                 f"  {files.spec_path}: the spec's workflow, env and judges run inside trinity's workflow runners\n"
                 f"trinity's venv: {venv.path}")
 

@@ -21,6 +21,7 @@ from beyondagent_plugin_trinity.config import TrinityConfig
 
 WORKFLOW_NAME = "beyondagent"  # our Workflow in trinity's WORKFLOWS registry (trinity_workflow.py)
 ADVANTAGE_NAME = "beyondagent"  # our estimators in trinity's ADVANTAGE_FN registry (trinity_advantage.py)
+MONITOR_NAME = "beyondagent"  # trinity's TensorBoard monitor + JSON lines in the run dir (trinity_monitor.py)
 # `backend.advantage.name` trinity computes itself, with the same math as ours (its `grpo`
 # GroupAdvantage: (score - group mean) / (group std + eps), torch.std unbiased, as verl's);
 # any other estimator of ours runs as our ADVANTAGE_FN.
@@ -156,6 +157,9 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     put("synchronizer.sync_style", config.sync_style, "backend.sync_style")
     put("synchronizer.sync_interval", config.sync_interval, "backend.sync_interval")
     put("synchronizer.sync_offset", config.sync_offset, "backend.sync_offset")
+    # step metrics: TensorBoard as trinity writes it, and JSON lines in the run directory
+    put("monitor.monitor_type", MONITOR_NAME, "backend.name")
+    put("monitor.monitor_args", {"metrics_dir": str(files.run_dir / "trinity")}, "run.output_dir")
     # checkpoints
     put("trainer.save_interval", config.save_every, "backend.save_every")
     put("trainer.max_checkpoints_to_keep", config.keep_checkpoints, "backend.keep_checkpoints")

@@ -1,4 +1,4 @@
-"""Our Workflow and ADVANTAGE_FN in Trinity-RFT's own registries, under the name `beyondagent`.
+"""Our Workflow, ADVANTAGE_FN and MONITOR in Trinity-RFT's own registries, under the name `beyondagent`.
 
 `register()` is called by `trinity_plugin/beyondagent.py`, which trinity's plugin loader imports in
 each of its processes (explorer, trainer, workflow runners) when `TRINITY_PLUGIN_DIRS` names that
@@ -15,18 +15,22 @@ from typing import Any
 NAME = "beyondagent"
 PLUGIN_DIR = Path(__file__).resolve().parent / "trinity_plugin"
 TARGETS = {"workflow": "beyondagent_plugin_trinity.trinity_workflow.BeyondAgentWorkflow",
-           "advantage_fn": "beyondagent_plugin_trinity.trinity_advantage.BeyondAgentAdvantage"}
+           "advantage_fn": "beyondagent_plugin_trinity.trinity_advantage.BeyondAgentAdvantage",
+           "monitor": "beyondagent_plugin_trinity.trinity_monitor.BeyondAgentMonitor"}
 
 
 def register() -> None:
-    """Add `beyondagent` to trinity's WORKFLOWS and ADVANTAGE_FN (once per process)."""
+    """Add `beyondagent` to trinity's WORKFLOWS, ADVANTAGE_FN and MONITOR (once per process)."""
     from trinity.algorithm import ADVANTAGE_FN
     from trinity.common.workflows import WORKFLOWS
+    from trinity.utils.monitor import MONITOR
 
     from beyondagent_plugin_trinity.trinity_advantage import BeyondAgentAdvantage
+    from beyondagent_plugin_trinity.trinity_monitor import BeyondAgentMonitor
     from beyondagent_plugin_trinity.trinity_workflow import BeyondAgentWorkflow
 
-    for registry, cls in ((WORKFLOWS, BeyondAgentWorkflow), (ADVANTAGE_FN, BeyondAgentAdvantage)):
+    for registry, cls in ((WORKFLOWS, BeyondAgentWorkflow), (ADVANTAGE_FN, BeyondAgentAdvantage),
+                          (MONITOR, BeyondAgentMonitor)):
         if registry.modules.get(NAME) is not cls:
             registry.register_module(NAME, cls)
 
@@ -38,6 +42,7 @@ def status() -> dict[str, Any]:
     from trinity.algorithm import ADVANTAGE_FN
     from trinity.common.constants import PLUGIN_DIRS_ENV_VAR
     from trinity.common.workflows import WORKFLOWS
+    from trinity.utils.monitor import MONITOR
     from trinity.utils.plugin_loader import load_plugins
 
     os.environ[PLUGIN_DIRS_ENV_VAR] = str(PLUGIN_DIR)
@@ -47,7 +52,7 @@ def status() -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - said in the answer
         error = f"{type(exc).__name__}: {exc}"
     found = {}
-    for kind, registry in (("workflow", WORKFLOWS), ("advantage_fn", ADVANTAGE_FN)):
+    for kind, registry in (("workflow", WORKFLOWS), ("advantage_fn", ADVANTAGE_FN), ("monitor", MONITOR)):
         cls = registry.modules.get(NAME)
         found[kind] = f"{cls.__module__}.{cls.__qualname__}" if cls is not None else None
     ok = found == TARGETS

@@ -4,7 +4,7 @@
     trinity venv: ready at ~/.cache/beyondagent/venvs/trinity-3f2a... (built in 476 s; this check 9 s)
       trinity-rft 0.6.0, verl 0.8.0, torch 2.13.0+cpu, transformers 5.24.0, ray 2.60.0, vLLM not installed
       GPUs: none (CPU stack: --dry-run composes and validates trinity's config here; training needs NVIDIA GPUs)
-      `beyondagent` in trinity's WORKFLOWS and ADVANTAGE_FN: registered (by trinity's plugin loader from ...)
+      `beyondagent` in trinity's WORKFLOWS, ADVANTAGE_FN and MONITOR: registered (by trinity's plugin loader from ...)
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run_setup(args: argparse.Namespace) -> int:
     console.print(gpu_line(found["gpus"], stack()))
     registration = found["registration"]
     if registration["registered"]:
-        console.print(f"  `beyondagent` in trinity's WORKFLOWS and ADVANTAGE_FN: registered (by trinity's plugin "
+        console.print(f"  `beyondagent` in trinity's WORKFLOWS, ADVANTAGE_FN and MONITOR: registered (by trinity's plugin "
                       f"loader from {registration['plugin_dir']})")
         return 0
     console.print(f"  `beyondagent` in trinity's registries: NOT registered: {registration['error']}")

@@ -140,6 +140,14 @@ async def main(work: Path, torch_spec: str, trinity_spec: str, gigpo_spec: str) 
         return ADVANTAGE_FN.get("beyondagent")(spec_path=spec_path)(
             Experience.deserialize_many(Experience.serialize_many(experiences)))[0]
     batch = to_data_proto(trinity_grpo, pad_token_id=0, model=None, logger=None)
+    # the monitor the config names (ours, through trinity's MONITOR registry), as the explorer makes and uses it
+    from trinity.utils.monitor import MONITOR
+
+    monitor = MONITOR.get(trinity_config.monitor.monitor_type)(
+        project=trinity_config.project, group=trinity_config.group, name=trinity_config.name,
+        role=trinity_config.explorer.name, config=trinity_config)
+    monitor.log({"rollout/reward/mean": torch.tensor([e.reward for e in experiences]).mean()}, step=1)
+    monitor.close()
 
     def plain(exp: Any) -> dict[str, Any]:
         return {"task": exp.eid.task, "run": exp.eid.run, "tokens": exp.tokens.tolist(),
@@ -159,7 +167,8 @@ async def main(work: Path, torch_spec: str, trinity_spec: str, gigpo_spec: str) 
                            "rollout_log_probs": batch.batch["rollout_log_probs"].tolist(),
                            "token_level_scores": batch.batch["token_level_scores"].tolist(),
                            "advantages": batch.batch["advantages"].tolist()},
-            "timings": timings, "mode": trinity_config.mode}
+            "monitor": {"class": type(monitor).__name__, "lines": monitor.path.read_text().splitlines()},
+            "rewards": [e.reward for e in experiences], "timings": timings, "mode": trinity_config.mode}
 
 
 if __name__ == "__main__":

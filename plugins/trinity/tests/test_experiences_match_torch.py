@@ -108,6 +108,11 @@ def test_experiences_match_the_torch_backends_episodes(trinity_venv: Any, tmp_pa
         assert result["our_grpo"][f"{group}/{sample}"] == pytest.approx(result["trinity_grpo"][f"{group}/{sample}"],
                                                                          abs=1e-5)
     assert multi_turn > 0, "no episode took more than one turn: observations were not exercised"
+    # the step's metrics reach the run directory through our MONITOR (trinity's TensorBoard one besides)
+    assert result["monitor"]["class"] == "BeyondAgentMonitor"
+    [line] = [json.loads(line) for line in result["monitor"]["lines"]]
+    assert line["step"] == 1 and line["role"] == "explorer"
+    assert line["metrics"]["rollout/reward/mean"] == pytest.approx(sum(result["rewards"]) / len(result["rewards"]))
     # trinity's trainer batch (verl DataProto) carries our mask, log-probs and reward
     batch = result["data_proto"]
     order = [(int(uid.split("/")[1]), None) for uid in batch["uid"]]

@@ -110,7 +110,8 @@ class TrinityBackend:
 
         trinity_dir = config_path.parent
         log_path = trinity_dir / "trinity.log"
-        env = venv.environ({"TRINITY_PLUGIN_DIRS": str(PLUGIN_DIR), "PYTHONUNBUFFERED": "1", **worker_spec(run.spec, SECRET_VAR)[1]})
+        env = venv.environ({"TRINITY_PLUGIN_DIRS": str(PLUGIN_DIR), "PYTHONUNBUFFERED": "1",
+                            **worker_spec(run.spec, SECRET_VAR)[1]})
         if self.config.ray_address:
             env["RAY_ADDRESS"] = self.config.ray_address
         started_ray = False

@@ -55,7 +55,7 @@ from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.sources.parquet import row_to_task
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
-from beyondagent_plugin_verl.advantage_records import advantage_record
+from beyondagent_core.advantage_records import advantage_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
 from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, guided, own_estimator
 from beyondagent_plugin_verl.verl_chat import PromptTooLong, VerlChat, gateway_sample, split_response

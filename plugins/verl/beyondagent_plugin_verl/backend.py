@@ -33,6 +33,7 @@ from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl
 from beyondagent_core.logs import get_logger
+from beyondagent_core.worker_spec import worker_spec
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
 from beyondagent_plugin_verl.config import RESUMABLE_KEYS, VerlConfig
@@ -161,7 +162,7 @@ class VerlBackend:
         verl_metrics = verl_dir / f"verl_metrics.{attempt}.jsonl"
         log_path = verl_dir / "verl.log"
         env = venv.environ({"VERL_FILE_LOGGER_PATH": str(verl_metrics), "PYTHONUNBUFFERED": "1",
-                            "RAY_DEDUP_LOGS": "0", **self._secret_env(run)})
+                            "RAY_DEDUP_LOGS": "0", **worker_spec(run.spec, SECRET_VAR)[1]})
         if self.config.ray_address:
             env["RAY_ADDRESS"] = self.config.ray_address
         if modules:
@@ -270,7 +271,7 @@ class VerlBackend:
         files = RunFiles(run_dir=run_dir, train_files=train_files, val_files=val_files,
                          agent_loop_config=verl_dir / "agent_loop.yaml")
         spec_path = verl_dir / "spec.yaml"
-        spec_path.write_text(yaml.safe_dump(_worker_spec(run), sort_keys=False, allow_unicode=True))
+        spec_path.write_text(yaml.safe_dump(worker_spec(run.spec, SECRET_VAR)[0], sort_keys=False, allow_unicode=True))
         loop = [{"name": AGENT_NAME, "_target_": "beyondagent_plugin_verl.agent_loop.BeyondAgentLoop",
                  "spec_path": str(spec_path), "spec_overrides": [], "run_dir": str(run_dir),
                  "cwd": str(Path.cwd()),  # where the spec's relative paths point (a workflow's entrypoint file)
@@ -301,9 +302,6 @@ class VerlBackend:
             raise compose_error(answer, run.spec.path)
         log.info("verl.composed", config=answer["config"], seconds=answer["total_s"])
         return answer
-
-    def _secret_env(self, run: RunContext) -> dict[str, str]:
-        return {SECRET_VAR.format(i): str(value) for i, (_, value) in enumerate(_secret_values(run))}
 
 
 def learning_settings(run: RunContext, config: VerlConfig) -> dict[str, Any]:
@@ -404,45 +402,6 @@ def _stop(process: subprocess.Popen) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def _secret_values(run: RunContext) -> list[tuple[str, Any]]:
-    found = []
-    for path in sorted(run.spec.secrets):
-        value = _get(run.spec.resolved, path)
-        if isinstance(value, str):
-            found.append((path, value))
-    return found
-
-
-def _worker_spec(run: RunContext) -> dict[str, Any]:
-    """The validated spec for verl's workers: secrets as `${oc.env:...}` (their values go by env only)."""
-    import copy
-
-    spec = copy.deepcopy(run.spec.resolved)
-    for i, (path, _) in enumerate(_secret_values(run)):
-        _set(spec, path, "${oc.env:" + SECRET_VAR.format(i) + "}")
-    return spec
-
-
-def _parts(path: str) -> list[Any]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"\.|\[(\d+)\]", path) if p]
-
-
-def _get(node: Any, path: str) -> Any:
-    for part in _parts(path):
-        try:
-            node = node[part]
-        except (KeyError, IndexError, TypeError):
-            return None
-    return node
-
-
-def _set(node: Any, path: str, value: Any) -> None:
-    *parents, last = _parts(path)
-    for part in parents:
-        node = node[part]
-    node[last] = value
 
 
 class _MetricsReader:

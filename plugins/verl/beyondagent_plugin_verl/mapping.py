@@ -9,13 +9,13 @@ naming our keys; verl's own validator runs on the composed config afterwards (`c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from beyondagent_core.errors import SpecError
+from beyondagent_core.native_overrides import Override, flatten
 from beyondagent_core.spec import Spec
 from beyondagent_plugin_verl.config import VerlConfig
 
@@ -43,18 +43,6 @@ ALGORITHMS = ("grpo",)  # algorithm.name: group rollouts and verl's PPO-clip act
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 POLICY_LOSSES = ("vanilla", "gspo")  # algorithm.policy_loss -> actor.policy_loss.loss_mode, the same names
-
-
-@attrs.frozen
-class Override:
-    """verl key `key` set to `value`; `origin` is the spec key it comes from (for errors)."""
-
-    key: str
-    value: Any
-    origin: str
-
-    def as_list(self) -> list[Any]:
-        return [self.key, self.value, self.origin]
 
 
 @attrs.frozen
@@ -400,26 +388,3 @@ def check_dapo_options(spec: Spec, where: str) -> None:
                         where=f"{where}, key algorithm.sft",
                         hint="remove algorithm.sft and run verl's SFT trainer first (model.path: its checkpoint), "
                              "or warm up with the torch backend (`beyondagent sft SPEC` saves a checkpoint)")
-
-
-def flatten(block: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """`{a: {b: 1}, "c.d": 2}` -> `{"a.b": 1, "c.d": 2}` (a `+` prefix, verl's 'add a key', is kept)."""
-    flat: dict[str, Any] = {}
-    for key, value in block.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value and not str(key).startswith("+"):
-            flat.update(flatten(value, f"{dotted}."))
-        else:
-            flat[dotted] = _plain(value)
-    return flat
-
-
-def _plain(value: Any) -> Any:
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(value, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(value, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a core dependency
-        pass
-    return value

@@ -35,7 +35,7 @@ from beyondagent_core.metric_names import ADVANTAGE_PREFIX, EXPERIENCE_PREFIX
 from beyondagent_core.runtime.guidance import Guidance
 from beyondagent_core.types import Trajectory
 from beyondagent_plugin_verl import cpu_platform, episode_spool
-from beyondagent_plugin_verl.advantage_records import response_advantages, scored_from_record
+from beyondagent_core.advantage_records import response_advantages, scored_from_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
 from beyondagent_plugin_verl.mapping import GUIDANCE_RECORD, OUR_TRAINER, own_estimator
 

@@ -18,7 +18,8 @@ Both then get `omegaconf==2.4.0` (see OMEGACONF below).
 Then our distributions, installed the way they are installed here (editable stays editable):
 the core and this plugin always; and every other BeyondAgent plugin installed here that a
 rollout may need inside verl's workers: the workflow, env and judges of a spec are built there
-(`beyondagent-plugin-gym`, `-math`, `-appworld`, ...), and `-torch` builds the `tiny` model.
+(`beyondagent-plugin-gym`, `-math`, `-appworld`, ...), and `-torch` builds the `tiny` model;
+not `-trinity`, which runs only in its own venv.
 (`beyondagent-plugin-appworld` itself needs only the core: its workflow and judge run in verl's
 workers, while AppWorld, which pins pydantic 1, runs in its own venv behind the env service.)
 """
@@ -48,9 +49,11 @@ STACK_VAR = "BEYONDAGENT_VERL_STACK"
 FLASH_ATTN = "flash-attn==2.8.3"
 FLASH_ATTN_VAR = "BEYONDAGENT_VERL_FLASH_ATTN"
 STACKS = ("cpu", "gpu")
-# BeyondAgent distributions never installed into verl's venv (none today: a plugin whose own stack
-# conflicts with verl's keeps that stack in a venv of its own, as AppWorld does).
-EXCLUDED: tuple[str, ...] = ()
+# BeyondAgent distributions never installed into verl's venv: the trinity backend runs only in its
+# own venv (trinity-rft and verl 0.8), so nothing in verl's workers uses it, and leaving it out keeps
+# verl's venv from being rebuilt when it changes. (A plugin whose own stack conflicts with verl's
+# keeps that stack in a venv of its own, as AppWorld does.)
+EXCLUDED: tuple[str, ...] = ("beyondagent-plugin-trinity",)
 ALWAYS = ("beyondagent", "beyondagent-plugin-verl")
 
 CHECK = """\

@@ -1,8 +1,9 @@
 """The `llm` a workflow gets inside verl's rollout: verl's server manager, token in, token out.
 
-One `VerlChat` per episode. Each `chat(messages)` adds the chat-template tokens of the new
-messages to the episode's `TokenSequence`, asks verl's `server_manager.generate(request_id,
-prompt_ids=..., sampling_params=...)` for the next turn (the same request id for the whole
+One `VerlChat` per episode: the core's `TokenChat` (`beyondagent_core.runtime.token_chat`, shared
+with the trinity backend) whose engine is verl's `server_manager.generate(request_id,
+prompt_ids=..., sampling_params=...)`: each `chat(messages)` adds the new messages' template
+tokens and asks it for the next turn (the same request id for the whole
 episode, so verl routes it to the same vLLM replica and its prefix cache), and records the
 sampled ids and log-probs exactly as the server returned them. No text is re-tokenized.
 
@@ -26,31 +27,26 @@ from typing import Any
 import attrs
 
 from beyondagent_core.gateway.episode import GatewayEpisode, GenerationSettings
-from beyondagent_core.runtime.tokens import (
-    ChatTemplate,
-    ContextLengthExceeded,
-    TokenSequence,
-)
-from beyondagent_core.types import Trajectory, Turn
+from beyondagent_core.runtime.token_chat import SAMPLING_KEYS, PromptTooLong, TokenChat, split_response
+from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
+from beyondagent_core.types import Trajectory
 
-SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop")
+__all__ = ["SAMPLING_KEYS", "PromptTooLong", "VerlChat", "VerlGenerator", "gateway_sample", "split_response"]
 
 
-class PromptTooLong(ValueError):
-    """The episode's first prompt is longer than verl's `rollout.prompt_length`."""
+class VerlChat(TokenChat):
+    """`TokenChat` (the core's token-in/token-out chat) on verl's server manager."""
 
+    engine = "verl's rollout"
+    prompt_limit = "verl's rollout.prompt_length"
+    response_limit = "rollout.response_length"
 
-class VerlChat:
     def __init__(self, server_manager: Any, template: ChatTemplate, sampling_params: dict[str, Any], *,
                  request_id: str, prompt_length: int, response_length: int, max_new_tokens: int):
+        super().__init__(template, sampling_params, prompt_length=prompt_length, response_length=response_length,
+                         max_new_tokens=max_new_tokens)
         self.server_manager = server_manager
-        self.template = template
-        self.sampling_params = dict(sampling_params)
         self.request_id = request_id
-        self.prompt_length = prompt_length
-        self.response_length = response_length
-        self.max_new_tokens = max_new_tokens
-        self.sequence = TokenSequence(template)
         self.generations: list[dict[str, Any]] = []  # what the server returned, turn by turn
         self.gateway: GatewayEpisode | None = None
 
@@ -68,33 +64,8 @@ class VerlChat:
         if self.gateway is not None:
             self.gateway.close()
 
-    @property
-    def response_used(self) -> int:
-        return len(self.sequence) - self.sequence.prompt_length
-
-    async def chat(self, messages: Sequence[dict[str, Any]], **sampling: Any) -> Turn:
-        unknown = sorted(set(sampling) - set(SAMPLING_KEYS))
-        if unknown:
-            raise TypeError(f"chat() got unsupported sampling option(s) {', '.join(unknown)}; "
-                            f"verl's rollout takes {', '.join(SAMPLING_KEYS)}")
-        first_turn = len(self.sequence) == 0
-        ids = self.sequence.extend(messages)
-        if first_turn and len(ids) > self.prompt_length:
-            raise PromptTooLong(f"the prompt is {len(ids)} tokens, longer than verl's rollout.prompt_length="
-                                f"{self.prompt_length} (backend.max_prompt_tokens)")
-        room = self.response_length - self.response_used
-        if room <= 0:
-            raise ContextLengthExceeded(f"{self.response_used} response tokens used of rollout.response_length="
-                                        f"{self.response_length} (backend.max_response_tokens)")
-        params = dict(self.sampling_params)
-        params.update({key: value for key, value in sampling.items() if key != "max_tokens"})
-        params["max_tokens"] = min(int(sampling.get("max_tokens") or self.max_new_tokens), self.max_new_tokens, room)
-        params["logprobs"] = True
-        token_ids, logprobs = await self.generate(self.request_id, ids, params)
-        self.sequence.add_generation(token_ids, logprobs)
-        text = self.template.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return Turn(role="assistant", content=text, token_ids=token_ids, logprobs=logprobs,
-                    finish_reason=self._finish_reason(token_ids, params["max_tokens"]))
+    async def complete(self, prompt_ids: Sequence[int], params: dict[str, Any]) -> tuple[list[int], list[float] | None]:
+        return await self.generate(self.request_id, prompt_ids, params)
 
     async def generate(self, request_id: str, prompt_ids: Sequence[int],
                        params: dict[str, Any]) -> tuple[list[int], list[float] | None]:
@@ -109,16 +80,6 @@ class VerlChat:
                                  "min_global_steps": extra.get("min_global_steps", extra.get("global_steps")),
                                  "max_global_steps": extra.get("max_global_steps", extra.get("global_steps"))})
         return token_ids, logprobs
-
-    @property
-    def end_ids(self) -> frozenset[int]:
-        """The tokens that end a turn: eos and the template's end-of-turn token."""
-        return frozenset(i for i in (self.template.tokenizer.eos_token_id, *self.template.turn_suffix_ids[:1])
-                         if i is not None)
-
-    def _finish_reason(self, token_ids: list[int], limit: int) -> str:
-        """Why a turn ended: "length" when it used its whole token limit without ending on eos or end-of-turn."""
-        return "length" if len(token_ids) >= limit and (not token_ids or token_ids[-1] not in self.end_ids) else "stop"
 
     def weight_versions(self, fallback: int | None) -> tuple[int | None, int | None]:
         """The first and last weights version (trainer step) this episode was generated with."""
@@ -170,17 +131,3 @@ def gateway_sample(chat: VerlChat, trajectory: Trajectory) -> tuple[TokenSequenc
     if error is not None:
         return TokenSequence(chat.template), attrs.evolve(trajectory, error=error, reward=None)
     return samples[0], trajectory
-
-
-def split_response(seq: TokenSequence, response_length: int) -> tuple[list[int], list[int], list[int], list[float]]:
-    """(prompt ids, response ids, response mask, response log-probs) of an episode, cut to `response_length`.
-
-    The response is everything after the first prompt; observations that came after the last
-    model turn carry no learning signal and are dropped, so the response ends on a model token.
-    """
-    start = seq.prompt_length
-    ones = [i for i, m in enumerate(seq.loss_mask) if m]
-    end = (ones[-1] + 1) if ones else start
-    end = min(end, start + response_length)
-    return (list(seq.input_ids[:start]), list(seq.input_ids[start:end]), list(seq.loss_mask[start:end]),
-            [0.0 if math.isnan(x) else x for x in seq.logprobs[start:end]])

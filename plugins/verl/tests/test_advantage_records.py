@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from beyondagent_plugin_advantages.gigpo import Gigpo
 from beyondagent_plugin_advantages.grpo import Grpo
-from beyondagent_plugin_verl.advantage_records import advantage_record, response_advantages, scored_from_record
+from beyondagent_core.advantage_records import advantage_record, response_advantages, scored_from_record
 
 from beyondagent_core.advantages import AdvantageBatch, scored_episode
 from beyondagent_core.types import Reward, Task, Trajectory, Turn

@@ -1,9 +1,10 @@
-"""One episode's record for an advantage estimator running in verl's trainer (no verl import here).
+"""One episode's record for an advantage estimator running in another framework's trainer.
 
-The agent loop writes `advantage_record(...)` into its output's `extra_fields`; verl keeps it with
-the sample in its transfer queue; `sync_trainer.py` reads it back with `scored_from_record`
-and cuts the estimator's per-token answer to the sample's response with `response_advantages`.
-Plain lists and numbers only, so it survives verl's serialization.
+A backend whose trainer is not ours (verl, Trinity-RFT) carries each episode's record with its
+sample: the rollout side writes `advantage_record(...)` (verl: into the agent loop's
+`extra_fields`; Trinity-RFT: into the Experience's `info`), the trainer side reads it back with
+`scored_from_record` and cuts the estimator's per-token answer to the sample's response with
+`response_advantages`. Plain lists and numbers only, so it survives any serialization.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def advantage_record(trajectory: Trajectory, spans: Sequence[tuple[int, int]], *
 
 
 def scored_from_record(record: dict[str, Any], group: Hashable) -> ScoredEpisode:
-    """The estimator's view of one verl sample, from its record."""
+    """The estimator's view of one sample, from its record."""
     steps = tuple(Step(start=int(s[0]), end=int(s[1]), observation=str(s[2]), action=str(s[3]),
                        reward=None if s[4] is None else float(s[4])) for s in record["steps"])
     return ScoredEpisode(group=group, task=row_to_task(record["task"], 0), outcome=float(record["outcome"]),

@@ -27,6 +27,8 @@ import attrs
 MODES = ("auto", "both", "colocate")
 # Trinity-RFT's `synchronizer.sync_style` values (how the explorer's weights follow the trainer's).
 SYNC_STYLES = ("fixed", "dynamic_by_explorer", "dynamic_by_trainer")
+# The torch and verl backends' `rollout_mode` values; here they set how far the explorer runs ahead.
+ROLLOUT_MODES = ("sync", "one_step_off", "async")
 DEVICES = ("cuda",)
 
 
@@ -39,6 +41,10 @@ class TrinityConfig:
     first prompt) plus `max_response_tokens` (every model turn and observation after it); each
     model turn gets at most `max_new_tokens`. The explorer may run `sync_offset` steps ahead of
     the trainer and takes new weights every `sync_interval` steps (`sync_style`).
+
+    `rollout_mode` is the torch and verl backends' key, mapped onto trinity's own: `one_step_off`
+    is `sync_offset: 1`, `async` is `sync_offset: max_staleness` (`sync` leaves `sync_offset` as
+    set). `tis_cap` is refused when set: Trinity-RFT's policy loss has its own off-policy options.
     """
 
     # length of the run
@@ -62,6 +68,9 @@ class TrinityConfig:
     sync_style: str = "fixed"
     sync_interval: int = 1
     sync_offset: int = 0
+    rollout_mode: str = "sync"
+    max_staleness: int = 1
+    tis_cap: float | None = None
     # hardware: Trinity-RFT's explorer is vLLM and its trainer verl's FSDP, both on NVIDIA GPUs
     device: str = "cuda"
     nodes: int = 1
@@ -83,7 +92,7 @@ class TrinityConfig:
     def __attrs_post_init__(self) -> None:
         positive = ("epochs", "batch_size", "max_new_tokens", "max_prompt_tokens", "max_response_tokens", "nodes",
                     "gpus_per_node", "rollout_engines", "tensor_parallel", "keep_checkpoints", "sync_interval",
-                    "workflow_runners")
+                    "workflow_runners", "max_staleness")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -100,6 +109,8 @@ class TrinityConfig:
                              "`backend: torch` trains the same spec (docs/trinity.md)")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.rollout_mode not in ROLLOUT_MODES:
+            raise ValueError(f"rollout_mode must be one of {', '.join(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         if self.sync_style not in SYNC_STYLES:
             raise ValueError(f"sync_style must be one of {', '.join(SYNC_STYLES)}, got {self.sync_style!r}")
         if self.lr <= 0:

@@ -156,7 +156,7 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     # rollout ahead of training: how the explorer's weights follow the trainer's
     put("synchronizer.sync_style", config.sync_style, "backend.sync_style")
     put("synchronizer.sync_interval", config.sync_interval, "backend.sync_interval")
-    put("synchronizer.sync_offset", config.sync_offset, "backend.sync_offset")
+    put("synchronizer.sync_offset", *sync_offset(config))
     # step metrics: TensorBoard as trinity writes it, and JSON lines in the run directory
     put("monitor.monitor_type", MONITOR_NAME, "backend.name")
     put("monitor.monitor_args", {"metrics_dir": str(files.run_dir / "trinity")}, "run.output_dir")
@@ -167,6 +167,15 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     for key, value in flatten(config.trinity).items():
         put(key, value, f"backend.trinity.{key.lstrip('+')}")
     return out
+
+
+def sync_offset(config: TrinityConfig) -> tuple[int, str]:
+    """Trinity's `sync_offset` and the key it came from: `backend.rollout_mode` where that lags."""
+    if config.rollout_mode == "one_step_off":
+        return 1, "backend.rollout_mode"
+    if config.rollout_mode == "async":
+        return config.max_staleness, "backend.max_staleness"
+    return config.sync_offset, "backend.sync_offset"
 
 
 def estimator_name(spec: Spec) -> str:
@@ -234,6 +243,17 @@ def check(spec: Spec, config: TrinityConfig) -> None:
                "per group and train some of them without their lessons, which needs our own policy loss (the torch "
                "and verl backends have it; Trinity-RFT's explorer and trainer do not)",
                "remove the experience block, or use backend: torch or verl")
+    if config.rollout_mode != "sync" and config.sync_offset:
+        refuse("backend.sync_offset", f"backend.rollout_mode {config.rollout_mode} sets trinity's sync_offset itself "
+               f"(one_step_off: 1, async: backend.max_staleness), but backend.sync_offset is {config.sync_offset} too",
+               "set one of the two")
+    if config.rollout_mode == "one_step_off" and config.max_staleness != 1:
+        refuse("backend.max_staleness", f"backend.rollout_mode one_step_off lags one policy version, but "
+               f"backend.max_staleness is {config.max_staleness}", "use rollout_mode: async for a larger lag")
+    if config.tis_cap is not None:
+        refuse("backend.tis_cap", "the trinity backend does not map backend.tis_cap: our truncated importance "
+               "weights live in the torch backend's loss (and verl's rollout_correction); Trinity-RFT's policy loss "
+               "has its own off-policy options", "remove it; set trinity's through backend.trinity: {algorithm...}")
     workflow_keys = [key for key, value in flatten(config.trinity).items()
                      if key.startswith("buffer.explorer_input") and "workflow_type" in key and value != WORKFLOW_NAME]
     if workflow_keys:

@@ -95,3 +95,25 @@ def test_a_cpu_device_is_refused_with_what_runs_on_a_cpu(tmp_path: Path) -> None
     with pytest.raises(SpecError) as error:
         spec_of(tmp_path, backend={"device": "cpu"})
     assert "device must be cuda" in str(error.value) and "--dry-run" in str(error.value)
+
+
+@pytest.mark.parametrize(("backend", "offset", "origin"), [
+    ({}, 0, "backend.sync_offset"),
+    ({"sync_offset": 2}, 2, "backend.sync_offset"),
+    ({"rollout_mode": "one_step_off"}, 1, "backend.rollout_mode"),
+    ({"rollout_mode": "async", "max_staleness": 3}, 3, "backend.max_staleness"),
+])
+def test_rollout_mode_sets_trinitys_sync_offset(tmp_path: Path, backend: dict[str, Any], offset: int,
+                                                origin: str) -> None:
+    (override,) = [o for o in mapped(spec_of(tmp_path, backend), tmp_path) if o.key == "synchronizer.sync_offset"]
+    assert (override.value, override.origin) == (offset, origin)
+
+
+@pytest.mark.parametrize(("backend", "key"), [
+    ({"rollout_mode": "async", "sync_offset": 2}, "backend.sync_offset"),
+    ({"rollout_mode": "one_step_off", "max_staleness": 2}, "backend.max_staleness"),
+    ({"tis_cap": 2.0}, "backend.tis_cap"),
+])
+def test_rollout_mode_conflicts_are_refused_naming_the_key(tmp_path: Path, backend: dict[str, Any], key: str) -> None:
+    with pytest.raises(SpecError, match=key.replace(".", r"\.")):
+        mapped(spec_of(tmp_path, backend), tmp_path)

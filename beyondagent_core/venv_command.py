@@ -18,6 +18,7 @@ import argparse
 import json
 import time
 
+from beyondagent_core.arguments import number
 from beyondagent_core.errors import SpecError
 
 
@@ -32,7 +33,8 @@ def add_venv_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     build.add_argument("names", nargs="*", metavar="NAME")
     build.add_argument("--all", action="store_true", help="every registered venv")
     build.add_argument("--rebuild", action="store_true", help="build again from scratch")
-    build.add_argument("--jobs", type=int, default=1, metavar="N", help="venvs built at once (default 1)")
+    build.add_argument("--jobs", type=number(int, ge=1, le=64), default=1, metavar="N",
+                       help="venvs built at once (default 1)")
     path = actions.add_parser("path", parents=[common], help="print a venv's directory (built or not)")
     path.add_argument("name")
     prune = actions.add_parser("prune", parents=[common], help="remove cached venvs no registered recipe uses now")
@@ -56,8 +58,6 @@ def run_venv_command(args: argparse.Namespace) -> int:
     if not names:
         raise SpecError("say which venvs to build", where="beyondagent venv build",
                         hint=f"names: {', '.join(registry.names('venv')) or 'none registered'}; or --all")
-    if args.jobs < 1:
-        raise SpecError(f"--jobs must be at least 1, got {args.jobs}", where="beyondagent venv build")
     if args.jobs == 1 or len(names) == 1:
         for name in names:
             _build(registry, name, rebuild=args.rebuild)

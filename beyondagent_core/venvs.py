@@ -307,3 +307,29 @@ def _install_args(name: str) -> list[str]:
     if "path" not in source:
         return [f"{name}=={source['version']}"]
     return ["-e", source["path"]] if source["editable"] else [source["path"]]
+
+
+# --- helpers for plugins whose venv differs on GPU machines (verl, trinity) -------------------
+
+STACKS = ("cpu", "gpu")
+
+
+def machine_stack(variable: str) -> str:
+    """`gpu` when this machine has NVIDIA GPUs (or the environment variable `variable` says so), else `cpu`."""
+    chosen = os.environ.get(variable, "").strip().lower()
+    if chosen:
+        if chosen not in STACKS:
+            raise ValueError(f"{variable} must be one of {', '.join(STACKS)}, got {chosen!r}")
+        return chosen
+    return "gpu" if shutil.which("nvidia-smi") else "cpu"
+
+
+def local_plugin_distributions(always: Sequence[str], excluded: Sequence[str] = ()) -> list[str]:
+    """Our distributions to install into a plugin's venv: `always` (the core, the plugin), then every other
+    `beyondagent-plugin-*` installed here except `excluded`."""
+    installed = sorted({
+        dist.metadata["Name"].lower() for dist in metadata.distributions()
+        if (dist.metadata["Name"] or "").lower().startswith("beyondagent-plugin-")
+    })
+    return [*always, *(name for name in installed if name not in always and name not in excluded)]
+

@@ -29,11 +29,7 @@ AgentScope 2.x; trinity's `agent` extra pins AgentScope 1.x).
 
 from __future__ import annotations
 
-import os
-import shutil
-from importlib import metadata
-
-from beyondagent_core.venvs import VenvRecipe
+from beyondagent_core.venvs import VenvRecipe, local_plugin_distributions, machine_stack
 
 NAME = "trinity"
 TRINITY_VERSION = "0.6.0"
@@ -43,7 +39,6 @@ VERL = "verl==0.8.0"
 FIXES = ("pyarrow==21.0.0", "fastapi", "greenlet")
 OMEGACONF = "omegaconf==2.4.0"
 STACK_VAR = "BEYONDAGENT_TRINITY_STACK"
-STACKS = ("cpu", "gpu")
 ALWAYS = ("beyondagent", "beyondagent-plugin-trinity")
 EXCLUDED = ("beyondagent-plugin-verl", "beyondagent-plugin-agentscope")
 
@@ -64,23 +59,13 @@ print(f"trinity-rft {m.version('trinity-rft')}, verl {m.version('verl')}, torch 
 
 
 def stack() -> str:
-    """`gpu` when this machine has NVIDIA GPUs (or `BEYONDAGENT_TRINITY_STACK` says so), else `cpu`."""
-    chosen = os.environ.get(STACK_VAR, "").strip().lower()
-    if chosen:
-        if chosen not in STACKS:
-            raise ValueError(f"{STACK_VAR} must be one of {', '.join(STACKS)}, got {chosen!r}")
-        return chosen
-    return "gpu" if shutil.which("nvidia-smi") else "cpu"
+    """`gpu` when this machine has NVIDIA GPUs (or `STACK_VAR` says so), else `cpu`."""
+    return machine_stack(STACK_VAR)
 
 
 def beyondagent_distributions() -> list[str]:
     """Our distributions to install into the venv: the core, this plugin and the other plugins here."""
-    installed = sorted({
-        dist.metadata["Name"].lower() for dist in metadata.distributions()
-        if (dist.metadata["Name"] or "").lower().startswith("beyondagent-plugin-")
-    })
-    others = [name for name in installed if name not in ALWAYS and name not in EXCLUDED]
-    return [*ALWAYS, *others]
+    return local_plugin_distributions(ALWAYS, EXCLUDED)
 
 
 def recipe() -> VenvRecipe:

@@ -27,10 +27,8 @@ workers, while AppWorld, which pins pydantic 1, runs in its own venv behind the 
 from __future__ import annotations
 
 import os
-import shutil
-from importlib import metadata
 
-from beyondagent_core.venvs import VenvRecipe
+from beyondagent_core.venvs import VenvRecipe, local_plugin_distributions, machine_stack
 
 NAME = "verl"
 VERL_VERSION = "0.9.1"
@@ -48,7 +46,6 @@ CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec")
 STACK_VAR = "BEYONDAGENT_VERL_STACK"
 FLASH_ATTN = "flash-attn==2.8.3"
 FLASH_ATTN_VAR = "BEYONDAGENT_VERL_FLASH_ATTN"
-STACKS = ("cpu", "gpu")
 # BeyondAgent distributions never installed into verl's venv: the trinity backend runs only in its
 # own venv (trinity-rft and verl 0.8), so nothing in verl's workers uses it, and leaving it out keeps
 # verl's venv from being rebuilt when it changes. (A plugin whose own stack conflicts with verl's
@@ -72,23 +69,13 @@ print(f"verl {verl.__version__}, torch {torch.__version__}, transformers {transf
 
 
 def stack() -> str:
-    """`gpu` when this machine has NVIDIA GPUs (or `BEYONDAGENT_VERL_STACK` says so), else `cpu`."""
-    chosen = os.environ.get(STACK_VAR, "").strip().lower()
-    if chosen:
-        if chosen not in STACKS:
-            raise ValueError(f"{STACK_VAR} must be one of {', '.join(STACKS)}, got {chosen!r}")
-        return chosen
-    return "gpu" if shutil.which("nvidia-smi") else "cpu"
+    """`gpu` when this machine has NVIDIA GPUs (or `STACK_VAR` says so), else `cpu`."""
+    return machine_stack(STACK_VAR)
 
 
 def beyondagent_distributions() -> list[str]:
     """Our distributions to install into the venv: the core, this plugin and the other plugins here."""
-    installed = sorted({
-        dist.metadata["Name"].lower() for dist in metadata.distributions()
-        if (dist.metadata["Name"] or "").lower().startswith("beyondagent-plugin-")
-    })
-    others = [name for name in installed if name not in ALWAYS and name not in EXCLUDED]
-    return [*ALWAYS, *others]
+    return local_plugin_distributions(ALWAYS, EXCLUDED)
 
 
 def recipe() -> VenvRecipe:

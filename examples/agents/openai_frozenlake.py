@@ -11,7 +11,7 @@ def run(task, llm_base_url, env):
     client = OpenAI(base_url=llm_base_url, api_key="unused")
     messages = list(env.reset(task).messages)
     for _ in range(6):
-        reply = client.chat.completions.create(model="policy", messages=messages, max_tokens=2)
+        reply = client.chat.completions.create(model="policy", messages=messages)
         action = {"role": "assistant", "content": reply.choices[0].message.content or ""}
         messages.append(action)
         step = env.step(action)

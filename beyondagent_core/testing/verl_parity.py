@@ -8,32 +8,18 @@ exports) either reason is a failure, so a parity check that could not run never 
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
 from beyondagent_core.plugins import PluginManager, Switches
 from beyondagent_core.registry import Registry
+from beyondagent_core.testing.must_run import skip_or_fail
 from beyondagent_core.venvs import Venv, VenvBuildError, ensure_venv, registered_recipe
 
+REQUIRE_VAR = "BEYONDAGENT_REQUIRE_VERL_PARITY"
 HOW = "run in the verl plugin's venv (verl 0.9.1 pins transformers<5.11)"
-
-
-def required() -> str | None:
-    """Why a parity test must run here (a skip would hide a broken parity check), or None."""
-    if os.environ.get("BEYONDAGENT_REQUIRE_VERL_PARITY") == "1":
-        return "BEYONDAGENT_REQUIRE_VERL_PARITY=1"
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        return f"CI={os.environ['CI']} (a CI run)"
-    return None
 
 
 def cannot_run(reason: str) -> None:
     """Skip the test for `reason`, or fail it where parity is required."""
-    why = required()
-    if why is not None:
-        pytest.fail(f"{reason}; the parity test is required where {why}")
-    pytest.skip(f"{reason} (in CI this is a failure)")
+    skip_or_fail(reason, REQUIRE_VAR)
 
 
 def verl_parity_venv(where: str) -> Venv:

@@ -18,7 +18,7 @@ from beyondagent_plugin_torch.async_rollout import policy_version, rollout_lag, 
 from beyondagent_plugin_torch.config import TorchConfig, check_algorithm
 from beyondagent_plugin_torch.metrics_log import read_metrics
 from beyondagent_plugin_torch.trainer import Trainer
-from test_resume import by_step, finish, start, write_spec
+from test_resume import by_step, finish, kill_after_checkpoint, start, write_spec
 from torch_test_envs import word_game_spec
 
 from beyondagent_core import metric_names
@@ -219,24 +219,13 @@ def test_slow_env_calls_run_while_the_update_is_in_progress(run_spec, test_envs,
 
 
 def test_a_one_step_off_run_resumes_exactly(tmp_path: Path) -> None:
-    import signal
-    import time
-
     settings = {"total_steps": 4, "save_every": 2, "rollout_mode": "one_step_off"}
     finish(start(write_spec(tmp_path, "whole", **settings)))
     whole = by_step(tmp_path / "whole" / "word")
 
     spec = write_spec(tmp_path, "killed", **settings)
     run_dir = tmp_path / "killed" / "word"
-    process = start(spec)
-    deadline = time.monotonic() + 300
-    while not (run_dir / "checkpoints" / "step_000002" / "state.json").exists():
-        assert process.poll() is None, process.stderr.read()[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint after 300 s"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (run_dir / "checkpoints" / "step_000004").exists(), "the run finished before it was killed"
+    kill_after_checkpoint(spec, run_dir)
     finish(start(spec, "--resume"))
     resumed = by_step(run_dir)
     assert sorted(resumed) == [1, 2, 3, 4]

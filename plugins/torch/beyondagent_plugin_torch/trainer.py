@@ -88,6 +88,7 @@ from beyondagent_plugin_torch.metrics_log import (
     read_samples,
 )
 from beyondagent_plugin_torch.models import (
+    enable_gradient_checkpointing,
     load_policy,
     resolve_attention,
     resolve_device,
@@ -222,6 +223,8 @@ class Trainer:
             trainable, total = trainable_parameters(self.model)
             log.info("train.lora", trainable_parameters=trainable, parameters=total,
                      share=round(trainable / max(total, 1), 5))
+        if spec.model.gradient_checkpointing:  # train mode only: rollouts keep their KV cache
+            enable_gradient_checkpointing(self.model, where=f"{spec.path}, key model.gradient_checkpointing")
         context = getattr(self.model.config, "max_position_embeddings", None)
         if context is not None and config.max_episode_tokens > context:
             raise SpecError(f"backend.max_episode_tokens={config.max_episode_tokens} is longer than the model's "

@@ -106,7 +106,8 @@ def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_
     width = batch.input_ids.shape[1]
     trained = batch.loss_mask.bool().any(0).nonzero()
     start = int(trained[0]) if len(trained) else 0
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+    # No KV cache: nothing decodes after this pass (and gradient checkpointing refuses one).
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False,
                    logits_to_keep=width - start).logits[:, :-1, :].float()
     logprobs = pad_left(grpo.log_probs_from_logits(logits, batch.input_ids[:, start + 1:], temperature=temperature),
                         start)

@@ -89,6 +89,9 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
         put("model.lora_configs", [{"name": "beyondagent", "lora_rank": lora.rank, "lora_alpha": int(lora.alpha),
                                     "target_modules": "all-linear" if targets == ["all-linear"] else ",".join(targets)}],
             "model.lora")
+    if spec.model.gradient_checkpointing is not None:  # unset: trinity's own default (on), through its verl config
+        put("+trainer.trainer_config.actor_rollout_ref.model.enable_gradient_checkpointing",  # a free-form mapping
+            spec.model.gradient_checkpointing, "model.gradient_checkpointing")
     # the cluster trinity plans GPUs for: declared, so validation never asks Ray what this machine has
     put("cluster.node_num", config.nodes, "backend.nodes")
     put("cluster.gpu_per_node", config.gpus_per_node, "backend.gpus_per_node")

@@ -38,7 +38,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_quickstart_composes_and_validates_as_a_trinity_config(trinity_venv: Any, tmp_path: Path) -> None:
-    result = cli("run", str(quickstart_on_trinity(tmp_path)), "--dry-run")
+    result = cli("run", str(quickstart_on_trinity(tmp_path)), "model.gradient_checkpointing=false", "--dry-run")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     out = " ".join(result.stdout.split())  # rich wraps long lines
     assert "Trinity-RFT config (composed by trinity-rft 0.6.0 and checked by its check_and_update" in out
@@ -50,6 +50,8 @@ def test_the_quickstart_composes_and_validates_as_a_trinity_config(trinity_venv:
     assert config["buffer"]["train_batch_size"] == 32  # trinity's own derivation: batch_size x repeat_times
     assert config["cluster"]["trainer_gpu_num"] == 1 and config["explorer"]["rollout_model"]["enable_openai_api"]
     assert config["algorithm"]["entropy_loss_fn_args"] == {"entropy_coef": 0.01}
+    # into trinity's free-form verl overrides (its build_verl_config merges them into the model config)
+    assert config["trainer"]["trainer_config"] == {"actor_rollout_ref": {"model": {"enable_gradient_checkpointing": False}}}
 
 
 def test_native_keys_are_checked_by_trinity_and_errors_name_our_key(trinity_venv: Any, tmp_path: Path) -> None:

@@ -117,3 +117,10 @@ def test_rollout_mode_sets_trinitys_sync_offset(tmp_path: Path, backend: dict[st
 def test_rollout_mode_conflicts_are_refused_naming_the_key(tmp_path: Path, backend: dict[str, Any], key: str) -> None:
     with pytest.raises(SpecError, match=key.replace(".", r"\.")):
         mapped(spec_of(tmp_path, backend), tmp_path)
+
+
+def test_gradient_checkpointing_reaches_trinitys_verl_trainer_config_only_when_set(tmp_path: Path) -> None:
+    key = "+trainer.trainer_config.actor_rollout_ref.model.enable_gradient_checkpointing"
+    assert key not in {o.key for o in mapped(spec_of(tmp_path), tmp_path)}
+    overrides = mapped(spec_of(tmp_path, model={"path": "tiny", "gradient_checkpointing": False}), tmp_path)
+    assert [(o.value, o.origin) for o in overrides if o.key == key] == [(False, "model.gradient_checkpointing")]

@@ -80,6 +80,9 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
         targets = list(lora.target_modules)
         put("actor_rollout_ref.model.target_modules", "all-linear" if targets == ["all-linear"] else targets,
             "model.lora.target_modules")
+    if spec.model.gradient_checkpointing is not None:  # unset: verl's own default (on)
+        put("actor_rollout_ref.model.enable_gradient_checkpointing", spec.model.gradient_checkpointing,
+            "model.gradient_checkpointing")
     # GRPO (algorithm:) and the advantage estimator: verl's own where it has ours, else verl's GRPO (ours replaces it)
     advantage = spec.component("backend.advantage")
     estimator = estimator_name(spec)

@@ -10,11 +10,8 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
-
-from beyondagent_core.errors import RunError
 
 
 def add_verl_command(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
@@ -58,19 +55,15 @@ def gpu_line(gpus: list[str], stack: str) -> str:
 
 def ensure(*, rebuild: bool = False, console: object | None = None):  # -> Venv
     """verl's venv, built first when missing (progress on `console`)."""
-    from beyondagent_core.venvs import ensure_venv
+    from beyondagent_core.venvs import ensure_venv_with_status
     from beyondagent_plugin_verl.venv import recipe
 
-    if console is None:
-        return ensure_venv(recipe(), rebuild=rebuild)
-    with console.status("verl venv: checking") as status:  # type: ignore[attr-defined]
-        return ensure_venv(recipe(), rebuild=rebuild, progress=lambda step: status.update(f"verl venv: {step}"))
+    return ensure_venv_with_status(recipe(), "verl", rebuild=rebuild, console=console)
 
 
 def probe(venv: object) -> dict:
     """Run `probe.py` in the venv; a failure is a RunError with the tail of its output."""
-    result = venv.run(["-m", "beyondagent_plugin_verl.probe"], timeout=300)  # type: ignore[attr-defined]
-    if result.returncode != 0:
-        raise RunError(f"checking verl's venv failed (exit {result.returncode}):\n{result.stderr[-2000:]}",
-                       where=str(venv.path), hint="rebuild it: beyondagent verl setup --rebuild")  # type: ignore[attr-defined]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    from beyondagent_core.venvs import probe_venv
+
+    return probe_venv(venv, "beyondagent_plugin_verl.probe", label="verl",  # type: ignore[arg-type]
+                      setup_command="beyondagent verl setup")

@@ -225,3 +225,17 @@ def test_lora_reaches_verls_fsdp_lora_keys_and_dropout_is_refused(tmp_path: Path
     with pytest.raises(SpecError) as raised:
         mapped(prepare(path, manager=PluginManager(Switches(autoload=True))).spec, tmp_path)
     assert raised.value.where.endswith("key model.lora.dropout") and "no dropout" in raised.value.message
+
+
+def test_gradient_checkpointing_reaches_verls_model_key_only_when_set(tmp_path: Path) -> None:
+    path = Path(spec_of(tmp_path).path)
+    data = yaml.safe_load(path.read_text())
+    del data["model"]["gradient_checkpointing"]  # the example sets it
+    path.write_text(yaml.safe_dump(data))
+    keys = mapped(prepare(path, manager=PluginManager(Switches(autoload=True))).spec, tmp_path)
+    assert "actor_rollout_ref.model.enable_gradient_checkpointing" not in keys  # unset: verl's default
+    for value in (True, False):
+        data["model"]["gradient_checkpointing"] = value
+        path.write_text(yaml.safe_dump(data))
+        keys = mapped(prepare(path, manager=PluginManager(Switches(autoload=True))).spec, tmp_path)
+        assert keys["actor_rollout_ref.model.enable_gradient_checkpointing"] is value

@@ -24,8 +24,8 @@ import torch
 from beyondagent_core.errors import RunError
 
 CHECKPOINTS_DIR = "checkpoints"
-# Spec keys that may differ on resume (logging and how long/how often, not what is learned).
-# Keys a resumed run may change: they change no result (gradient checkpointing recomputes the same values).
+# Spec keys that may differ on resume (logging and how long/how often, not what is learned; gradient
+# checkpointing recomputes the same values).
 VOLATILE_PREFIXES = ("logging", "run.output_dir", "plugins", "model.gradient_checkpointing")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from beyondagent_core.advantages import ScoredEpisode, Step, steps_of
+from beyondagent_core.advantages import ScoredEpisode, Step, failure_of, steps_of
 from beyondagent_core.sources.parquet import row_to_task, task_to_row
 from beyondagent_core.types import Trajectory
 
@@ -22,13 +22,15 @@ from beyondagent_core.types import Trajectory
 def advantage_record(trajectory: Trajectory, spans: Sequence[tuple[int, int]], *, prompt_length: int,
                      response_length: int) -> dict[str, Any]:
     """The task, outcome, token count and each model turn (its span in prompt + response, the
-    observation before it, the action it wrote) of one episode; spans past the response are cut."""
+    observation before it, the action it wrote) of one episode; spans past the response are cut.
+    `failure` says why the episode failed (None when it finished: `advantages.failure_of`)."""
     length = prompt_length + response_length
     kept = [(start, min(end, length)) for start, end in spans if start < length]
     reward = trajectory.reward
     return {"task": task_to_row(trajectory.task, 0, "train"), "length": length, "prompt_length": prompt_length,
             "outcome": float(reward.score) if reward is not None else 0.0,
             "success": bool(reward is not None and reward.success),
+            "failure": failure_of(trajectory, trainable=any(end > start for start, end in kept)),
             "steps": [[s.start, s.end, s.observation, s.action, s.reward] for s in steps_of(trajectory.turns, kept)]}
 
 
@@ -36,8 +38,10 @@ def scored_from_record(record: dict[str, Any], group: Hashable) -> ScoredEpisode
     """The estimator's view of one sample, from its record."""
     steps = tuple(Step(start=int(s[0]), end=int(s[1]), observation=str(s[2]), action=str(s[3]),
                        reward=None if s[4] is None else float(s[4])) for s in record["steps"])
+    failure = record.get("failure")  # absent from records written before failures left the groups
     return ScoredEpisode(group=group, task=row_to_task(record["task"], 0), outcome=float(record["outcome"]),
-                         success=bool(record["success"]), length=int(record["length"]), steps=steps)
+                         success=bool(record["success"]), length=int(record["length"]), steps=steps,
+                         failure=None if failure is None else str(failure))
 
 
 def response_advantages(per_token: Sequence[np.ndarray], records: Sequence[dict[str, Any]],

@@ -7,14 +7,28 @@ rewards, and returns a float32 array per episode, aligned with the episode's tok
 (0 outside model tokens). It imports numpy only (no torch, no backend), so the same estimator
 runs inside any backend's process, verl's trainer included.
 
-A backend builds the batch with `scored_episode(...)` from its rollout records, calls
-`estimator.estimate(batch)` and checks the answer with `check_advantages` (a wrong shape or a
+A backend builds the batch with `scored_episode(...)` from its rollout records and calls
+`estimate_finished(estimator, batch, who=...)`, which leaves failed episodes out (below), calls
+`estimator.estimate` on the rest and checks the answer with `check_advantages` (a wrong shape or a
 NaN names the estimator instead of surfacing as a broken loss).
+
+Failed episodes never reach an estimator. An episode has *failed* (`ScoredEpisode.failure`, see
+`failure_of`) when its trajectory has an `error` (the workflow, agent, env or judge raised, an agent
+ran past `workflow.timeout`, an env call timed out, verl could not train a split gateway episode)
+or when it has nothing to train (no model token). Its reward 0 is the infrastructure's, not the
+policy's: kept in its group's mean and std it would raise every sibling's advantage (a crash in
+a group that all scored 1.0 would give the others +0.5). So `estimate_finished` drops it from the
+batch before estimating, and gives it advantage 0; a group left with fewer than two finished
+episodes by those failures has no baseline and is skipped too (all its members 0). A group that
+was one episode to begin with is not a skipped group: it lost nothing (the estimator decides). The
+metrics `dropped_episodes` (by reason: `dropped_error`, `dropped_timeout`, `dropped_split`,
+`dropped_untrainable`) and `dropped_groups` say what was left out (logged under `advantage/`).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -22,6 +36,9 @@ import attrs
 import numpy as np
 
 from beyondagent_core.types import Task, Trajectory, Turn
+
+# Why a failed episode was left out of its group (`ScoredEpisode.failure`), in the order metrics list them.
+FAILURE_REASONS = ("error", "timeout", "split", "untrainable")
 
 
 @attrs.frozen
@@ -46,7 +63,9 @@ class ScoredEpisode:
 
     `group` identifies its GRPO group (the rollouts of one task in this batch); `outcome` is the
     judge's score; `length` the number of tokens in its sequence (prompt included), which is the
-    length of the advantage array to return; `steps` its model turns in order.
+    length of the advantage array to return; `steps` its model turns in order. `failure` is None for
+    a finished episode, else why it failed (one of `FAILURE_REASONS`, see `failure_of`): such an
+    episode is left out of the batch an estimator sees (`estimate_finished`).
     """
 
     group: Hashable
@@ -55,6 +74,7 @@ class ScoredEpisode:
     success: bool
     length: int
     steps: tuple[Step, ...]
+    failure: str | None = None
 
     @property
     def token_mask(self) -> np.ndarray:
@@ -164,9 +184,98 @@ def steps_of(turns: Sequence[Turn], spans: Sequence[tuple[int, int]],
 
 
 def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tuple[int, int]], length: int,
-                   step_rewards: Sequence[float | None] | None = None) -> ScoredEpisode:
-    """A backend's finished episode as an estimator sees it: its turns paired with their token spans."""
+                   step_rewards: Sequence[float | None] | None = None, *,
+                   trainable: bool | None = None) -> ScoredEpisode:
+    """A backend's episode as an estimator sees it: its turns paired with their token spans.
+
+    `trainable` is the backend's word on whether the episode has tokens to train; by default, whether
+    any span holds a token. An episode with an error or nothing to train gets a `failure`.
+    """
     reward = trajectory.reward
+    if trainable is None:
+        trainable = any(int(end) > int(start) for start, end in spans)
     return ScoredEpisode(group=group, task=trajectory.task, outcome=0.0 if reward is None else float(reward.score),
                          success=bool(reward is not None and reward.success), length=int(length),
-                         steps=steps_of(trajectory.turns, spans, step_rewards))
+                         steps=steps_of(trajectory.turns, spans, step_rewards),
+                         failure=failure_of(trajectory, trainable=trainable))
+
+
+# An error's text is "TypeName: message" (`EpisodeRunner`); these say it ran out of time: a type named
+# like a timeout (TimeoutError, EnvCallTimeout, httpx's ReadTimeout), an agent past `workflow.timeout`,
+# an env service that did not answer within its client timeout.
+_TIMEOUT = re.compile(r"^\w*Timeout\w*:|\(workflow\.timeout\)|did not answer within|did not finish within")
+_SPLIT = re.compile(r"^GatewaySplit:")
+
+
+def failure_of(trajectory: Trajectory, *, trainable: bool = True) -> str | None:
+    """Why `trajectory` failed, or None for a finished episode: `timeout`, `split` (a gateway episode
+    whose calls became several samples on a backend that trains one), `error` (any other error), or,
+    without an error, `untrainable` when `trainable` is false (no model token to train)."""
+    error = trajectory.error
+    if error is not None:
+        text = str(error)
+        if _TIMEOUT.search(text):
+            return "timeout"
+        if _SPLIT.search(text):
+            return "split"
+        return "error"
+    return None if trainable else "untrainable"
+
+
+# The metrics `estimate_finished` adds, relative like an estimator's (the backend logs them under
+# `advantage/`; `metric_names.ADVANTAGE_DROPPED_*` are the full names).
+DROPPED_EPISODES = "dropped_episodes"
+DROPPED_GROUPS = "dropped_groups"
+
+
+def dropped_metric(reason: str) -> str:
+    """The (relative) metric counting the episodes dropped for `reason`: `dropped_<reason>`."""
+    return f"dropped_{reason}"
+
+
+def finished_part(batch: AdvantageBatch) -> tuple[list[int], dict[str, float]]:
+    """The indices of `batch`'s episodes an estimator sees, and the dropped-episode metrics.
+
+    Failed episodes are dropped; so are the finished episodes of a group that failures left with
+    fewer than two finished ones (the group is skipped: no baseline to compare against).
+    """
+    kept: list[int] = []
+    reasons = dict.fromkeys(FAILURE_REASONS, 0)
+    skipped = 0
+    for indices in batch.groups().values():
+        finished = [i for i in indices if batch.episodes[i].failure is None]
+        for i in indices:
+            failure = batch.episodes[i].failure
+            if failure is not None:
+                reasons[failure if failure in reasons else "error"] += 1
+        if len(finished) < len(indices) and len(finished) < 2:
+            skipped += 1
+        else:
+            kept += finished
+    metrics = {DROPPED_EPISODES: float(sum(reasons.values())), DROPPED_GROUPS: float(skipped),
+               **{dropped_metric(reason): float(count) for reason, count in reasons.items()}}
+    return sorted(kept), metrics
+
+
+def estimate_finished(estimator: Any, batch: AdvantageBatch, *, who: str) -> Advantages:
+    """`estimator`'s checked answer for the finished episodes of `batch`, and 0 for the rest.
+
+    Every backend calls this, never `estimator.estimate` directly: failed episodes (and the groups
+    they leave with fewer than two finished episodes, `finished_part`) are taken out of the batch
+    before the estimator sees it, so they move no group's mean or std, whatever the estimator. The
+    answer covers the whole batch: the estimator's arrays where it ran, zeros (and no step values)
+    elsewhere; its metrics plus `dropped_episodes`, `dropped_<reason>` and `dropped_groups`.
+    """
+    kept, dropped = finished_part(batch)
+    if len(kept) == len(batch.episodes):
+        result = check_advantages(estimator.estimate(batch), batch, who=who)
+        return attrs.evolve(result, metrics={**result.metrics, **dropped})
+    part = attrs.evolve(batch, episodes=tuple(batch.episodes[i] for i in kept))
+    result = check_advantages(estimator.estimate(part), part, who=who) if part.episodes else Advantages([])
+    per_token = [np.zeros(episode.length, dtype=np.float32) for episode in batch.episodes]
+    per_step: list[np.ndarray | None] | None = None if result.per_step is None else [None] * len(batch.episodes)
+    for position, index in enumerate(kept):
+        per_token[index] = result.per_token[position]
+        if per_step is not None:
+            per_step[index] = result.per_step[position]
+    return Advantages(per_token=per_token, metrics={**result.metrics, **dropped}, per_step=per_step)

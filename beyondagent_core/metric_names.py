@@ -37,6 +37,19 @@ GATEWAY_CALLS_PER_EPISODE = "gateway/calls_per_episode"
 
 # The advantage estimator's own metrics (`backend.advantage`), e.g. advantage/anchor_groups for gigpo.
 ADVANTAGE_PREFIX = "advantage/"
+# Failed episodes (an error, a timeout, a gateway split the backend cannot train, no model token) left
+# out of their groups' statistics with advantage 0, by reason (`advantage_dropped`), and the groups
+# skipped because failures left them fewer than two finished episodes (beyondagent_core.advantages).
+# (advantages.py, the contract, names them relative to the prefix; a test holds the two together)
+ADVANTAGE_DROPPED_EPISODES = "advantage/dropped_episodes"
+ADVANTAGE_DROPPED_GROUPS = "advantage/dropped_groups"
+
+
+def advantage_dropped(reason: str) -> str:
+    """The metric counting the episodes dropped for `reason` (error, timeout, split, untrainable)."""
+    return f"{ADVANTAGE_PREFIX}dropped_{reason}"
+
+
 # Experience-guided rollouts' store and retrieval (`experience`), e.g. experience/hit_rate.
 EXPERIENCE_PREFIX = "experience/"
 
@@ -69,6 +82,7 @@ PERF_WEIGHTS_WAIT_S = "perf/weights_wait_s"  # the optimizer step waited this lo
 # Only on evaluation steps.
 VAL_PASS_AT_1 = "val/pass@1"
 VAL_REWARD_MEAN = "val/reward_mean"
+VAL_EPISODE_ERRORS = "val/episode_errors"  # validation episodes that failed (an error): they count 0 in pass@1
 
 # Keys every metrics.jsonl line has, written by `MetricsLog.write` itself.
 STEP = "step"

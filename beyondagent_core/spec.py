@@ -81,11 +81,21 @@ class ModelSection:
     `lora` (optional) trains adapters only (`LoraSection`). `gradient_checkpointing` keeps only each
     layer's input during a training forward pass and recomputes the rest in the backward pass: less
     memory for activations, about a third more compute (unset: the backend's own default, off on
-    the torch backend, on in verl and trinity)."""
+    the torch backend, on in verl and trinity).
+
+    Precision: `dtype` is the *compute* dtype of forward and backward passes (`auto`: bfloat16 on a
+    GPU that supports it, else float32); `param_dtype` is what the weights, their gradients and the
+    optimizer state are kept in (float32: mixed precision, as verl's FSDP and accelerate do). A
+    bfloat16 or float16 `param_dtype` trains pure low-precision weights, where an update smaller
+    than the spacing of the numbers around a weight (about 1e-3 of it in bf16) is rounded away:
+    only when asked for, with a warning."""
 
     path: str = "tiny"
     tokenizer: str | None = None
-    dtype: str = "auto"
+    dtype: str = attrs.field(default="auto", validator=attrs.validators.in_(
+        ("auto", "float32", "bfloat16", "float16")))
+    param_dtype: str = attrs.field(default="float32", validator=attrs.validators.in_(
+        ("float32", "bfloat16", "float16")))
     lora: LoraSection | None = None
     gradient_checkpointing: bool | None = None
 

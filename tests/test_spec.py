@@ -151,8 +151,8 @@ def test_defaults_are_filled_into_resolved(registry: Registry) -> None:
     spec = validate(registry, base_spec())
     resolved = spec.resolved
     assert resolved["run"] == {"name": "run", "output_dir": "runs", "seed": 0, "profile": None}
-    assert resolved["model"] == {"path": "tiny", "tokenizer": None, "dtype": "auto", "lora": None,
-                                 "gradient_checkpointing": None}
+    assert resolved["model"] == {"path": "tiny", "tokenizer": None, "dtype": "auto", "param_dtype": "float32",
+                                 "lora": None, "gradient_checkpointing": None}
     assert resolved["algorithm"]["group_size"] == 8
     assert resolved["algorithm"]["clip_ratio"] == 0.2
     assert resolved["algorithm"]["clip_ratio_c"] == 3.0

@@ -12,8 +12,11 @@
 registry and feeds it batches made here (two groups of three multi-turn episodes, a group of
 one, an episode without model turns) and checks what every backend relies on: one finite float
 array per episode as long as its tokens, zero outside model turns, the same answer twice, and
-an answer that follows the episodes when the batch is reordered. An estimator that needs an
-LLM (a step judge) gets its endpoint in `implementation`, e.g. the `openai_server` fixture's.
+an answer that follows the episodes when the batch is reordered. Through the core's
+`estimate_finished` (what every backend calls) a failed episode gets 0 and leaves its siblings'
+advantages as they are without it, and a group failures leave with one finished episode is skipped.
+An estimator that needs an LLM (a step judge) gets its endpoint in `implementation`, e.g. the
+`openai_server` fixture's.
 """
 
 from __future__ import annotations
@@ -24,14 +27,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from beyondagent_core.advantages import AdvantageBatch, Advantages, ScoredEpisode, Step, check_advantages
+from beyondagent_core.advantages import (
+    AdvantageBatch,
+    Advantages,
+    ScoredEpisode,
+    Step,
+    check_advantages,
+    estimate_finished,
+)
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import select_component
 from beyondagent_core.types import Task
 
 
 def episode(group: str, outcome: float, observations: list[str], *, prompt: int = 5, gap: int = 2,
-            turn: int = 3, seed: int = 0) -> ScoredEpisode:
+            turn: int = 3, seed: int = 0, failure: str | None = None) -> ScoredEpisode:
     """A made-up episode: `prompt` context tokens, then per step `turn` model tokens and `gap` context."""
     rng = random.Random(seed)
     steps, position = [], prompt
@@ -41,7 +51,21 @@ def episode(group: str, outcome: float, observations: list[str], *, prompt: int 
                           action=f"action {index} of {group}/{seed}"))
         position += length + gap
     return ScoredEpisode(group=group, task=Task(task_id=group, query=f"solve {group}"), outcome=outcome,
-                         success=outcome > 0.5, length=position, steps=tuple(steps))
+                         success=outcome > 0.5, length=position, steps=tuple(steps), failure=failure)
+
+
+def with_failures(batch: AdvantageBatch) -> tuple[AdvantageBatch, list[int | None]]:
+    """`batch` with failed episodes among its groups (they would score 0, and some made model turns),
+    and, per position, the index of the episode of `batch` it holds (None for a failed one)."""
+    failed = [episode("a", 0.0, ["start", "left"], seed=11, failure="error"),
+              episode("b", 0.0, ["s0"], seed=12, failure="timeout"),
+              episode("a", 0.0, [], seed=13, failure="untrainable"),
+              episode("b", 1.0, ["s0", "s1"], seed=14, failure="split")]
+    order: list[int | None] = [0, None, 1, 3, None, 2, 4, None, 5, None, 6]
+    pool = iter(failed)
+    episodes = tuple(batch.episodes[i] if i is not None else next(pool) for i in order)
+    return AdvantageBatch(episodes=episodes, step=batch.step, total_steps=batch.total_steps,
+                          norm_by_std=batch.norm_by_std), order
 
 
 def sample_batch(step: int = 1) -> AdvantageBatch:
@@ -108,3 +132,27 @@ class AdvantageContract:
     def test_metrics_are_finite_numbers(self, estimator: Any) -> None:
         result = self.estimate(estimator, sample_batch())
         assert all(isinstance(name, str) and np.isfinite(value) for name, value in result.metrics.items())
+
+    def test_a_failed_episode_gets_nothing_and_moves_no_sibling(self, estimator: Any) -> None:
+        clean = sample_batch()
+        batch, order = with_failures(clean)
+        expected = estimate_finished(estimator, clean, who=type(estimator).__name__).per_token
+        result = estimate_finished(estimator, batch, who=type(estimator).__name__)
+        for position, index in enumerate(order):
+            if index is None:
+                assert not result.per_token[position].any(), f"failed episode {position} got an advantage"
+            else:
+                np.testing.assert_allclose(result.per_token[position], expected[index], rtol=1e-6, atol=1e-6)
+        assert result.metrics["dropped_episodes"] == 4 and result.metrics["dropped_groups"] == 0
+
+    def test_a_group_failures_leave_one_finished_episode_is_skipped(self, estimator: Any) -> None:
+        clean = sample_batch()
+        failed = episode("c", 0.0, ["alone"], seed=21, failure="error")
+        batch = AdvantageBatch(episodes=(*clean.episodes, failed), step=clean.step, total_steps=clean.total_steps)
+        without_c = AdvantageBatch(episodes=clean.episodes[:6], step=clean.step, total_steps=clean.total_steps)
+        expected = estimate_finished(estimator, without_c, who=type(estimator).__name__).per_token
+        result = estimate_finished(estimator, batch, who=type(estimator).__name__)
+        for got, want in zip(result.per_token[:6], expected):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        assert not result.per_token[6].any() and not result.per_token[7].any()  # "c": its one finished, its crash
+        assert result.metrics["dropped_groups"] == 1 and result.metrics["dropped_error"] == 1

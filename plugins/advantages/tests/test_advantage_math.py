@@ -11,10 +11,18 @@ from __future__ import annotations
 import math
 import random
 
+import attrs
 import numpy as np
 import pytest
 
-from beyondagent_core.advantages import AdvantageBatch, ScoredEpisode, Step, check_advantages, steps_of
+from beyondagent_core.advantages import (
+    AdvantageBatch,
+    ScoredEpisode,
+    Step,
+    check_advantages,
+    estimate_finished,
+    steps_of,
+)
 from beyondagent_core.types import Task, Turn
 from beyondagent_plugin_advantages.adca import alpha_at, parse_labels, suffix_sums, trajectory_weighted_z
 from beyondagent_plugin_advantages.config import AdcaConfig, GigpoConfig, GrpoConfig
@@ -69,6 +77,33 @@ def test_grpo_without_std_and_a_group_of_one() -> None:
     assert values == pytest.approx([0.5, -0.5, 0.7])  # a group of one keeps its raw score (verl)
     override = Grpo(GrpoConfig(norm_by_std=True)).estimate(batch).per_token
     assert step_values(override[0], batch.episodes[0])[0] == pytest.approx(R2, rel=1e-5)
+
+
+@pytest.mark.parametrize("estimator", [Grpo(), DrGrpo(), Rloo()], ids=["grpo", "dr_grpo", "rloo"])
+def test_a_crashed_episode_leaves_a_group_that_all_succeeded_flat(estimator) -> None:
+    crashed = attrs.evolve(scored("g", 0.0, ["x"]), failure="error")  # reward 0 from the crash, not the policy
+    batch = AdvantageBatch(episodes=(scored("g", 1.0, ["x"]), scored("g", 1.0, ["x", "y"]), scored("g", 1.0, ["x"]),
+                                     crashed))
+    # handed the crash, the group's mean is 0.75: grpo gave the three +0.25 / 0.5 (std) = +0.5 each
+    before = [step_values(v, e)[0] for v, e in zip(estimator.estimate(batch).per_token, batch.episodes[:3])]
+    assert before == pytest.approx({"Grpo": [0.5] * 3, "DrGrpo": [0.25] * 3, "Rloo": [1 / 3] * 3}[
+        type(estimator).__name__], rel=1e-5)
+    result = estimate_finished(estimator, batch, who="estimator")
+    assert [v.tolist() for v in result.per_token] == [[0.0] * e.length for e in batch.episodes]
+    assert result.metrics["dropped_episodes"] == 1 and result.metrics["dropped_groups"] == 0
+
+
+def test_grpo_skips_a_group_crashes_leave_with_one_finished_episode() -> None:
+    crash = attrs.evolve(scored("g", 0.0, ["x"]), failure="timeout")
+    batch = AdvantageBatch(episodes=(scored("g", 1.0, ["x"]), crash, crash,
+                                     scored("h", 1.0, ["x"]), scored("h", 0.0, ["x"])))
+    # the survivor alone would be a group of one: its raw score, +1, with no baseline at all
+    assert step_values(Grpo().estimate(AdvantageBatch(episodes=batch.episodes[:1])).per_token[0],
+                       batch.episodes[0]) == pytest.approx([1.0], rel=1e-5)  # 1 / (1 + eps)
+    result = estimate_finished(Grpo(), batch, who="grpo")
+    got = [step_values(v, e)[0] for v, e in zip(result.per_token, batch.episodes)]
+    assert got == pytest.approx([0.0, 0.0, 0.0, R2, -R2], rel=1e-5)
+    assert result.metrics["dropped_groups"] == 1 and result.metrics["dropped_timeout"] == 2
 
 
 def test_grpo_equals_the_torch_backend_math_on_random_batches() -> None:

@@ -68,6 +68,10 @@ class TorchConfig:
         attribute.name, value, ROLLOUT_MODES))
     max_staleness: int = attrs.field(default=1, validator=number(ge=1))  # policy versions a sample may lag
     tis_cap: float = attrs.field(default=2.0, validator=number(gt=0))
+    # the same truncated importance weights in a sync rollout too (true), for what the sampling policy's
+    # rounding differs from the trainer's (a bf16 rollout copy under mixed precision); None: only in
+    # one_step_off/async, false: never (verl's algorithm.rollout_is)
+    rollout_is: bool | None = None
     # validation, checkpoints, outputs
     eval_every: int = attrs.field(default=0, validator=number(ge=0))
     val_temperature: float = attrs.field(default=0.0, validator=number(ge=0))

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from beyondagent_core.errors import SpecError
+from beyondagent_plugin_torch.precision import compute_in, resolve_dtype
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 TINY = "tiny"
-DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION_NAMES = ("auto", "sdpa", "eager", "flash_attention_2")
 PATH_HINTS = {
     "model": "set model.path to a local checkpoint directory or .gguf file, a known model name "
@@ -60,22 +60,6 @@ def resolve_device(name: str, *, where: str = "backend.device") -> torch.device:
         raise SpecError(f"CUDA device {name!r} does not exist: {torch.cuda.device_count()} GPU(s) visible",
                         where=where, hint="use device: cuda (the first GPU) or a smaller index")
     return device
-
-
-def resolve_dtype(name: str, device: torch.device, *, where: str = "backend.dtype") -> torch.dtype:
-    """`auto` (bfloat16 on a CUDA device that supports it, else float32), `float32`, `bfloat16`, `float16`."""
-    import torch
-
-    if name == "auto":
-        bf16_ok = device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-        return torch.bfloat16 if bf16_ok else torch.float32
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if name not in dtypes:
-        raise SpecError(f"unknown dtype {name!r}; valid: {', '.join(DTYPE_NAMES)}", where=where)
-    if name == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise SpecError("bfloat16 requested but this GPU does not support it", where=where,
-                        hint="use dtype: float16 or float32 (or auto)")
-    return dtypes[name]
 
 
 def resolve_attention(name: str, device: torch.device, dtype: torch.dtype, *,
@@ -127,20 +111,23 @@ def load_policy(
     tokenizer: str | None = None,
     device: torch.device | str = "cpu",
     dtype: torch.dtype | str = "auto",
+    compute_dtype: torch.dtype | None = None,
     attention: str = "auto",
     where: str = "model.path",
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The causal LM at `path` on `device` in `dtype`, in eval mode, and its tokenizer (left padding).
+    """The causal LM at `path` on `device` with weights in `dtype`, in eval mode, and its tokenizer
+    (left padding).
 
-    `tokenizer` names a different tokenizer location; by default the checkpoint's own is used.
-    `attention` is the attention kernel (`resolve_attention`). `where` is the spec key of `path`,
-    for error messages (the tokenizer's is derived from it).
+    `compute_dtype`, when it differs from `dtype`, makes every forward run under autocast to it
+    (mixed precision, `precision.py`). `tokenizer` names a different tokenizer location; by default
+    the checkpoint's own is used. `attention` is the attention kernel (`resolve_attention`). `where`
+    is the spec key of `path`, for error messages (the tokenizer's is derived from it).
     """
     from transformers import AutoModelForCausalLM
 
     device = resolve_device(device) if isinstance(device, str) else device
     dtype = resolve_dtype(dtype, device) if isinstance(dtype, str) else dtype
-    attention = resolve_attention(attention, device, dtype)
+    attention = resolve_attention(attention, device, compute_dtype or dtype)
     # The tokenizer first: it is cheap, and a missing chat template should fail before a big load.
     if tokenizer:
         policy_tokenizer = load_tokenizer(tokenizer, where=_tokenizer_key(where), kind="tokenizer")
@@ -155,7 +142,10 @@ def load_policy(
         raise _load_error("model", path, where, error) from None
     if model.generation_config is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = policy_tokenizer.pad_token_id
-    return model.to(device).eval(), policy_tokenizer
+    model = model.to(device).eval()
+    if compute_dtype is not None and compute_dtype != dtype:
+        compute_in(model, compute_dtype)
+    return model, policy_tokenizer
 
 
 def load_tokenizer(path_or_dir: str, *, where: str = "model.path", kind: str = "model") -> PreTrainedTokenizerBase:

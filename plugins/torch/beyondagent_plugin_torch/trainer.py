@@ -31,7 +31,7 @@ from beyondagent_core import metric_names
 from beyondagent_core.advantages import (
     AdvantageBatch,
     AdvantageError,
-    check_advantages,
+    estimate_finished,
     scored_episode,
 )
 from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
@@ -92,9 +92,9 @@ from beyondagent_plugin_torch.models import (
     load_policy,
     resolve_attention,
     resolve_device,
-    resolve_dtype,
 )
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
+from beyondagent_plugin_torch.precision import RolloutWeights, resolve_precision
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
 from beyondagent_plugin_torch.sft import KEY as SFT_KEY
 from beyondagent_plugin_torch.sft import (
@@ -163,7 +163,8 @@ class TorchBackend:
         """The starting policy as a chat LLM (`llm: policy` during exploration, before training)."""
         spec, config = run.spec, self.config
         device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
-        dtype = resolve_dtype(spec.model.dtype, device, where=f"{spec.path}, key model.dtype")
+        # Inference only: the weights are loaded in the compute dtype (no optimizer to keep them for).
+        dtype = resolve_precision(spec.model.dtype, spec.model.param_dtype, device, where=str(spec.path)).compute
         attention = resolve_attention(config.attn_implementation, device, dtype,
                                       where=f"{spec.path}, key backend.attn_implementation")
         model, tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device, dtype=dtype,
@@ -210,13 +211,14 @@ class Trainer:
         self._epoch_cache: dict[int, list[Task]] = {0: first_epoch}
 
         device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
-        dtype = resolve_dtype(spec.model.dtype, device, where=f"{spec.path}, key model.dtype")
-        self.attention = resolve_attention(config.attn_implementation, device, dtype,
+        # float32 weights and optimizer state, bf16 compute on a GPU (precision.py)
+        self.precision = resolve_precision(spec.model.dtype, spec.model.param_dtype, device, where=str(spec.path))
+        self.attention = resolve_attention(config.attn_implementation, device, self.precision.compute,
                                            where=f"{spec.path}, key backend.attn_implementation")
-        self.model, self.tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device,
-                                                 dtype=dtype, attention=self.attention,
-                                                 where=f"{spec.path}, key model.path")
-        self.device, self.dtype = device, dtype
+        self.device = device
+        self.model, self.tokenizer = self._load_policy(spec.model.path, tokenizer=spec.model.tokenizer,
+                                                       where=f"{spec.path}, key model.path")
+        log.info("train.precision", precision=self.precision.describe())
         self.lora = spec.model.lora
         if self.lora is not None:  # adapters only: the base weights stay frozen (lora.py)
             self.model = with_adapters(self.model, self.lora, seed=run.info.seed, where=f"{spec.path}, key model.lora")
@@ -243,10 +245,14 @@ class Trainer:
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)) if warmup else 1.0)
         self.start_step = self._resume_or_start_fresh()
+        # The rollout samples with the policy, or under mixed precision with a copy of it in the compute
+        # dtype, refreshed after every optimizer step (precision.py).
+        self.rollout_weights = RolloutWeights(self.model, self.precision)
+        self.rollout_weights.follow(self.optimizer)
         # Asynchronous rollout: generation and update take turns on the device (async_rollout.py).
         self.turns = DeviceTurns()
         self.scheduler = ChatScheduler(
-            self.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
+            self.rollout_weights.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
             pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
             kv_cache_tokens=config.kv_cache_tokens, batching=config.batching,
             device_turn=self.turns.generation if config.rollout_mode != "sync" else contextlib.nullcontext)
@@ -388,8 +394,12 @@ class Trainer:
         lagging: dict[str, Any] = {}
         weights_waited = []
         if pipeline is not None:  # gradients while the rollout runs; weights change once it is done
-            lagging = {"tis_cap": self.config.tis_cap, "device_turn": lambda: self.turns.update(self.model),
+            lagging = {"device_turn": lambda: self.turns.update(self.model),
                        "before_weights_change": lambda: weights_waited.append(pipeline.wait_for_generation())}
+        # truncated importance weights: for the lag of an asynchronous rollout, or (rollout_is: true) for
+        # the sampling weights' rounding (a bf16 rollout copy under mixed precision)
+        if self.config.rollout_is if self.config.rollout_is is not None else pipeline is not None:
+            lagging["tis_cap"] = self.config.tis_cap
         actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
                             config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
                             off_policy_clip=off_policy_clip, **lagging)
@@ -439,6 +449,7 @@ class Trainer:
                              micro_batch_size=self.config.micro_batch_size, grad_clip=self.config.grad_clip,
                              pad_token_id=self.tokenizer.pad_token_id, device=self.device, generator=generator)
         check_finite(0, self.model, {"actor/pg_loss": metrics["sft/loss"]})
+        self.rollout_weights.refresh()
         metrics.update({f"sft/{name}": float(value) for name, value in counts.items()})
         metrics["sft/seconds"] = time.perf_counter() - started
         log.info("train.sft_done", data=sft.data, **{k.split("/", 1)[1]: v for k, v in metrics.items()})
@@ -501,7 +512,7 @@ class Trainer:
             if not algo.dynamic_sampling:
                 return generated, generated, self.overlong_metrics(generated)
             for group in group_episodes(episodes):
-                (flat if len({episode.score for episode in group}) == 1 else informative).append(group)
+                (flat if len(finished_scores(group)) <= 1 else informative).append(group)
             if len(informative) >= len(tasks) or batches >= algo.max_gen_batches:
                 break
         kept = informative[:len(tasks)]
@@ -590,13 +601,15 @@ class Trainer:
     def estimate_advantages(self, step: int, episodes: list[Episode]
                             ) -> tuple[list[Any], list[Any] | None, dict[str, float]]:
         """Per-token advantages of each episode from the run's estimator, its per-step values (for the
-        viewer; None when it gives none) and its metrics (`advantage/...`)."""
+        viewer; None when it gives none) and its metrics (`advantage/...`). A failed episode (an error,
+        or not `trainable`) stays out of its group's statistics and gets 0 (`estimate_finished`)."""
         batch = AdvantageBatch(
-            episodes=tuple(scored_episode(e.group, e.trajectory, *joined_view(e.samples)[:2]) for e in episodes),
+            episodes=tuple(scored_episode(e.group, e.trajectory, *joined_view(e.samples)[:2], trainable=e.trainable)
+                           for e in episodes),
             step=step, total_steps=self.total_steps, norm_by_std=self.algorithm.norm_adv_by_std)
         who = f"advantage estimator {self.estimator_name!r} (backend.advantage)"
         try:
-            result = check_advantages(self.estimator.estimate(batch), batch, who=who)
+            result = estimate_finished(self.estimator, batch, who=who)
         except AdvantageError as exc:
             raise RunError(f"step {step}: {exc}", hint="report this to the estimator's author") from exc
         metrics = {f"{metric_names.ADVANTAGE_PREFIX}{name}": float(value) for name, value in result.metrics.items()}
@@ -632,6 +645,8 @@ class Trainer:
             "val/pass@1": statistics.fmean(float(e.trajectory.reward.success) if e.trajectory.reward else 0.0
                                            for e in episodes),
             "val/reward_mean": statistics.fmean(scores),
+            # failed episodes count 0 above; how many there were, so a crashing agent is not a silent 0
+            metric_names.VAL_EPISODE_ERRORS: float(sum(1 for e in episodes if e.trajectory.error is not None)),
         }
         log.info("train.validated", step=step, **val)
         return val
@@ -660,15 +675,16 @@ class Trainer:
     # --- outputs --------------------------------------------------------------------------
 
     def count_flat_groups(self, step: int, episodes: list[Episode]) -> float:
-        """The share of groups whose rewards are all equal (zero advantage: nothing to learn there).
+        """The share of groups whose finished episodes' rewards are all equal, or that failures left with
+        fewer than two finished episodes (zero advantage: nothing to learn there).
 
         Warned about once per run: every group flat for a step means the reward gives no signal
         (all fail, or all succeed) and that step trains nothing.
         """
-        groups: dict[Any, set[float]] = {}
+        groups: dict[Any, list[Episode]] = {}
         for episode in episodes:
-            groups.setdefault(episode.group, set()).add(episode.score)
-        flat = sum(1 for scores in groups.values() if len(scores) == 1)
+            groups.setdefault(episode.group, []).append(episode)
+        flat = sum(1 for group in groups.values() if len(finished_scores(group)) <= 1)
         if flat and not self._warned_flat_groups:
             self._warned_flat_groups = True
             log.warning("train.flat_groups", step=step, flat=flat, groups=len(groups),
@@ -744,18 +760,22 @@ class Trainer:
             return BaseWeights(self.model)
         return copy.deepcopy(self.model).eval().requires_grad_(False)
 
+    def _load_policy(self, path: str, *, tokenizer: str | None = None, where: str) -> tuple[Any, Any]:
+        """The policy at `path` in the run's precision: weights in `param_dtype`, forwards in `dtype`."""
+        return load_policy(path, tokenizer=tokenizer, device=self.device, dtype=self.precision.params,
+                           compute_dtype=self.precision.compute, attention=self.attention, where=where)
+
     def _load_checkpoint(self, checkpoint: Any) -> None:
         saved = checkpoint.path / "model"
         if is_adapter_dir(saved):  # a LoRA run's checkpoint: the spec's base model, then its adapters
             spec = self.run.spec
-            base, _ = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=self.device,
-                                  dtype=self.dtype, attention=self.attention, where=f"{spec.path}, key model.path")
+            base, _ = self._load_policy(spec.model.path, tokenizer=spec.model.tokenizer,
+                                        where=f"{spec.path}, key model.path")
             self.model = load_adapters(base, saved)
             if self.ref_model is not None:
                 self.ref_model = self._reference()
         else:
-            self.model, _ = load_policy(str(saved), device=self.device, dtype=self.dtype,
-                                        attention=self.attention, where=f"checkpoint {checkpoint.path}")
+            self.model, _ = self._load_policy(str(saved), where=f"checkpoint {checkpoint.path}")
         self.optimizer = torch.optim.AdamW(trained_parameters(self.model), lr=self.config.lr,
                                            weight_decay=self.config.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_schedule.lr_lambdas[0])
@@ -864,6 +884,12 @@ def stop_token_ids(model: Any, tokenizer: Any, template: ChatTemplate) -> list[i
     if suffix and suffix[0] in set(tokenizer.all_special_ids):
         ids.add(suffix[0])
     return sorted(i for i in ids if i is not None)
+
+
+def finished_scores(group: list[Episode]) -> set[float]:
+    """The distinct scores of a group's finished episodes: failed ones are in no group's statistics, so a
+    group with fewer than two of them (all equal, or failures left one or none) gets advantage 0."""
+    return {episode.score for episode in group if episode.trainable}
 
 
 def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:

@@ -25,6 +25,7 @@ from beyondagent_plugin_torch.trainer import samples_token_view, stop_token_ids
 from beyondagent_plugin_torch.update import make_batch
 from tiny_and_real import loaded_policy
 
+from beyondagent_core.advantages import failure_of
 from beyondagent_core.episode_records import expand_tokens
 from beyondagent_core.runtime.agent import AgentConfig, AgentWorkflow
 from beyondagent_core.runtime.episodes import EpisodeRunner
@@ -193,6 +194,9 @@ def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, func
                                                       f"{function} {error}"] * 2 or all(
         error in (e.trajectory.error or "") for e in episodes), [e.trajectory.error for e in episodes]
     assert not any(e.trainable for e in episodes)
+    # why each leaves its group's statistics (advantage/dropped_<reason>)
+    reason = {"raises": "error", "hangs": "timeout", "never_calls": "error"}[function]
+    assert [failure_of(e.trajectory, trainable=e.trainable) for e in episodes] == [reason] * len(episodes)
 
 
 @pytest.mark.parametrize(("function", "score", "success"), [("returns_reward", 0.25, False),

@@ -2,7 +2,8 @@
 
 A missing model, CUDA on a CPU machine, a group of one, a prompt longer than the context:
 errors with the key to fix. A workflow that raises inside an episode, or an env returning a
-non-string observation: that episode scores 0 with an error record, and the step goes on.
+non-string observation: that episode scores 0 with an error record, and the step goes on; its 0
+stays out of its group's statistics (its siblings' advantages are what they would be without it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from beyondagent_plugin_torch.metrics_log import read_metrics
 from torch_test_envs import word_game_spec
 
 from beyondagent_core import WorkflowSpec, hookimpl
+from beyondagent_core.types import Reward, Trajectory, Turn
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.runtime.react import ReactWorkflow
 
@@ -114,6 +116,51 @@ def test_a_workflow_raising_inside_an_episode(run_spec, test_envs, register_plug
         run_spec(spec, "backend.max_failed_fraction=0.1")
     assert "step 1, episodes: 16 of 64 failed (25%, more than backend.max_failed_fraction = 0.1)" in str(caught.value)
     assert "x RuntimeError: workflow bug on q" in str(caught.value)
+
+
+class SucceedsOrCrashes:
+    """One model turn, then reward 1.0; every fourth rollout of a task (its 1st, 5th, ...) crashes after its turn."""
+
+    def __init__(self) -> None:
+        self.rollouts: dict[str, int] = {}
+
+    async def run(self, task, env, llm):
+        prompt = {"role": "user", "content": task.query or "Which way?"}
+        turn = await llm.chat([prompt])
+        self.rollouts[task.task_id] = count = self.rollouts.get(task.task_id, 0) + 1
+        if count % 4 == 1:
+            raise RuntimeError(f"agent bug on {task.task_id}")
+        return Trajectory(task=task, turns=[Turn(role="user", content=prompt["content"]), turn],
+                          reward=Reward(1.0, success=True), terminated=True)
+
+
+class CrashingWorkflowPlugin:
+    @hookimpl
+    def beyondagent_workflows(self):
+        return [WorkflowSpec(name="succeeds_or_crashes", factory=lambda config: SucceedsOrCrashes())]
+
+
+def test_a_crash_moves_no_sibling_s_advantage(run_spec, test_envs, register_plugin, tmp_path: Path) -> None:
+    """Groups of four whose finished episodes all scored 1.0 and one crashed: with the crash's 0 in the
+    group's mean, the three would get +0.5 and a loss; left out of it, the group is flat."""
+    register_plugin(CrashingWorkflowPlugin(), name="crashing-workflow")
+    spec = word_game_spec(tmp_path, total_steps=1)
+    spec["workflow"] = {"name": "succeeds_or_crashes"}
+    spec["algorithm"]["group_size"] = 4
+    spec["logging"] = {"episodes": "all"}
+    result = run_spec(spec)
+    before, step = read_metrics(result.run_dir)  # validation at step 0 (every val task's 1st rollout), step 1
+    assert before["step"] == 0 and before["val/episode_errors"] == 4 and before["val/pass@1"] == 0.0
+    assert step["val/episode_errors"] == 0 and step["val/pass@1"] == 1.0
+    assert step["train/episode_errors"] == 4  # 4 tasks x 4 rollouts, one crash each
+    assert step["advantage/dropped_episodes"] == 4 and step["advantage/dropped_error"] == 4
+    assert step["advantage/dropped_timeout"] == 0 and step["advantage/dropped_groups"] == 0
+    assert step["train/flat_groups"] == 1.0 and step["actor/pg_loss"] == 0.0
+    records = [json.loads(line) for line in (result.run_dir / "episodes.jsonl").read_text().splitlines()]
+    trained = [r for r in records if r["split"] == "train"]
+    assert len(trained) == 16 and sum(1 for r in trained if r["error"]) == 4
+    for record in trained:  # survivors and crashes alike: advantage 0 on every token
+        assert {value for value, _ in record["tokens"]["advantages"]} == {0.0}, record["tokens"]["advantages"]
 
 
 def test_an_env_returning_a_non_string_observation(run_spec, test_envs, tmp_path: Path) -> None:

@@ -174,6 +174,25 @@ def test_dynamic_sampling_stops_at_max_gen_batches_and_tops_up() -> None:
     assert metrics == {metric_names.TRAIN_GEN_BATCHES: 2.0, metric_names.TRAIN_DROPPED_GROUPS: 2.0}
 
 
+def test_a_crash_does_not_make_a_group_informative() -> None:
+    trainer = bare_trainer(AlgorithmSection(group_size=3, dynamic_sampling=True, max_gen_batches=3), batch_size=1)
+    scripted(trainer, [[[1, 1, 0]], [[1, 0, 1], [0, 0, 0]]])
+    generate = trainer.generate
+
+    def crashing(step, tasks, batch, *, first_group):
+        episodes = generate(step, tasks, batch, first_group=first_group)
+        if batch == 1:  # its 0 is a crash's: the finished rollouts all scored 1, no signal (advantage 0)
+            episodes[2].trajectory.error = "RuntimeError: agent bug"
+        return episodes
+
+    trainer.generate = crashing
+    generated, trained, metrics = trainer.sample_batch(1, 0, [Task("a")])
+    assert [(e.group, e.score) for e in trained] == [(1, 1.0), (1, 0.0), (1, 1.0)]
+    assert metrics == {metric_names.TRAIN_GEN_BATCHES: 2.0, metric_names.TRAIN_DROPPED_GROUPS: 2.0}
+    trainer._warned_flat_groups = True
+    assert trainer.count_flat_groups(1, generated) == pytest.approx(2 / 3)  # the crashed group is flat
+
+
 def test_without_dynamic_sampling_every_group_trains_and_one_batch_runs() -> None:
     trainer = bare_trainer(AlgorithmSection(group_size=2), batch_size=2)
     calls = scripted(trainer, [[[0, 0], [0, 1]]])

@@ -16,6 +16,7 @@ import attrs
 
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
+from beyondagent_core.precision import SHORT, native_conflict, resolve, warn_if_pure
 from beyondagent_core.spec import Spec
 from beyondagent_plugin_trinity.config import TrinityConfig
 
@@ -29,8 +30,7 @@ OWN_GRPO = "grpo"
 KL_TYPES = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "low_var_kl", "k3": "k3"}
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 POLICY_LOSSES = {"vanilla": "ppo", "gspo": "gspo"}  # algorithm.policy_loss -> trinity's POLICY_LOSS_FN
-DTYPES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
-          "float32": "float32", "fp32": "float32"}
+TRAINER_CONFIG = "+trainer.trainer_config.actor_rollout_ref"  # free-form verl keys trinity's build_verl_config merges
 
 
 @attrs.frozen
@@ -90,8 +90,10 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
                                     "target_modules": "all-linear" if targets == ["all-linear"] else ",".join(targets)}],
             "model.lora")
     if spec.model.gradient_checkpointing is not None:  # unset: trinity's own default (on), through its verl config
-        put("+trainer.trainer_config.actor_rollout_ref.model.enable_gradient_checkpointing",  # a free-form mapping
+        put(f"{TRAINER_CONFIG}.model.enable_gradient_checkpointing",  # a free-form mapping
             spec.model.gradient_checkpointing, "model.gradient_checkpointing")
+    for key, value, origin in precision_settings(spec, config):
+        put(key, value, origin)
     # the cluster trinity plans GPUs for: declared, so validation never asks Ray what this machine has
     put("cluster.node_num", config.nodes, "backend.nodes")
     put("cluster.gpu_per_node", config.gpus_per_node, "backend.gpus_per_node")
@@ -150,8 +152,7 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     put(f"{rollout}.gpu_memory_utilization", config.gpu_memory_utilization, "backend.gpu_memory_utilization")
     put(f"{rollout}.enable_openai_api", True, "backend.name")
     put(f"{rollout}.seed", spec.run.seed, "run.seed")
-    if spec.model.dtype in DTYPES:
-        put(f"{rollout}.dtype", DTYPES[spec.model.dtype], "model.dtype")
+    put(f"{rollout}.dtype", resolve(spec.model, gpu=True, where=spec.path or "the spec").compute, "model.dtype")
     put("explorer.runner_per_model", config.workflow_runners, "backend.workflow_runners")
     put("explorer.concurrent_mode", "asynchronous", "backend.workflow_runners")  # our Workflow is async
     put("explorer.eval_interval", config.eval_every if config.eval_every else 1 << 30, "backend.eval_every")
@@ -169,6 +170,33 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     # the user's own trinity keys last: they win
     for key, value in flatten(config.trinity).items():
         put(key, value, f"backend.trinity.{key.lstrip('+')}")
+    return out
+
+
+def trainer_strategy(config: TrinityConfig) -> str:
+    """trinity's `trainer.trainer_strategy` (its default fsdp2; fsdp or megatron through `backend.trinity`)."""
+    return str(flatten(config.trinity).get("trainer.trainer_strategy", "fsdp2"))
+
+
+def precision_settings(spec: Spec, config: TrinityConfig) -> list[tuple[str, Any, str]]:
+    """`model.param_dtype` and `model.dtype` on trinity's trainer: verl 0.8's FSDP engine underneath,
+    configured by trinity's `build_verl_config`, which merges `trainer.trainer_config` into it.
+
+    trinity builds each FSDP engine config with `model_dtype: fp32` (the dtype verl loads the model
+    in and FSDP keeps sharded: weights, gradients, AdamW's state) and `mixed_precision: {}` (FSDP's
+    compute dtype, `param_dtype`, then verl's default bf16); both are set here for the actor and the
+    reference policy, as on the verl backend. A Megatron trainer (`trainer_strategy: megatron`)
+    has no FSDP keys: trinity strips them, so none are set (Megatron keeps its own fp32 main weights).
+    """
+    precision = resolve(spec.model, gpu=True, where=spec.path or "the spec")  # trinity runs on GPUs only
+    warn_if_pure(precision, backend="trinity")
+    if not trainer_strategy(config).startswith("fsdp"):
+        return []
+    mixed = {"param_dtype": SHORT[precision.compute], "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    out: list[tuple[str, Any, str]] = []
+    for role in ("actor", "ref"):
+        out.append((f"{TRAINER_CONFIG}.{role}.fsdp_config.model_dtype", SHORT[precision.params], "model.param_dtype"))
+        out.append((f"{TRAINER_CONFIG}.{role}.fsdp_config.mixed_precision", dict(mixed), "model.dtype"))
     return out
 
 
@@ -263,6 +291,7 @@ def check(spec: Spec, config: TrinityConfig) -> None:
         refuse(f"backend.trinity.{workflow_keys[0]}",
                "the spec's workflow, env and judges run in trinity as our Workflow (`beyondagent`); another trinity "
                "workflow would not run them", "remove that key (the spec's workflow: block picks the workflow)")
+    check_precision(spec, config, where)
     gpus = config.nodes * config.gpus_per_node
     engines = config.rollout_engines * config.tensor_parallel
     if resolved_mode(config) == "both" and engines >= gpus:
@@ -272,3 +301,29 @@ def check(spec: Spec, config: TrinityConfig) -> None:
     if resolved_mode(config) == "colocate" and gpus != 1:
         refuse("backend.mode", f"Trinity-RFT's colocate mode runs on exactly 1 GPU, but the run has {gpus}",
                "use mode: both (or auto)")
+
+
+def check_precision(spec: Spec, config: TrinityConfig, where: str) -> None:
+    """Where trinity's trainer would keep low-precision trained weights that `model.param_dtype` did
+    not ask for: a `backend.trinity` key that says otherwise, or LoRA on FSDP2 (trinity's
+    `_maybe_patch_lora_fsdp2` casts the adapters to FSDP's compute dtype before wrapping them)."""
+    precision = resolve(spec.model, gpu=True, where=where)
+    conflict = native_conflict(flatten(config.trinity), precision, rollout_dtype_key="explorer.rollout_model.dtype")
+    if conflict is not None:
+        key, want = conflict
+        ours = "model.param_dtype" if key.endswith("model_dtype") else "model.dtype"
+        raise SpecError(f"backend.trinity sets {key.lstrip('+')}, which model.dtype: {spec.model.dtype} and "
+                        f"model.param_dtype: {spec.model.param_dtype} map to {want} (the trainer's weights and "
+                        "AdamW's state, FSDP's compute dtype and the explorer's vLLM are set from them)",
+                        where=f"{where}, key backend.trinity.{key.lstrip('+')}",
+                        hint=f"remove that key and set {ours} instead (a bfloat16 model.param_dtype trains pure "
+                             "bf16 weights, with a warning)")
+    if (spec.model.lora is not None and trainer_strategy(config) == "fsdp2" and not precision.pure
+            and precision.compute != precision.params):
+        raise SpecError(f"Trinity-RFT's FSDP2 trainer keeps LoRA adapters in its compute dtype: with model.lora, "
+                        f"model.dtype {spec.model.dtype} ({precision.compute}) would train {precision.compute} "
+                        "adapters and AdamW state, where updates smaller than their spacing are rounded away, "
+                        "though model.param_dtype is float32", where=f"{where}, key model.dtype",
+                        hint="set model.dtype: float32 (float32 throughout), or model.param_dtype: "
+                             f"{precision.compute} to train {precision.compute} adapters knowingly, or "
+                             "backend.trinity: {trainer.trainer_strategy: fsdp} (FSDP1 keeps float32 adapters)")

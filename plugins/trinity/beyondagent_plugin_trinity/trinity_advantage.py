@@ -8,7 +8,9 @@ pipeline, before training): the spec's estimator (built from the spec, as the to
 builds it) gets the batch as our `ScoredEpisode`s, rebuilt from each Experience's
 `info["beyondagent_advantage"]` record (`beyondagent_core.advantage_records`), grouped by
 trinity's task id; its per-token answer, cut to each Experience's response, becomes
-`advantages` (and `returns`), zero off the action mask.
+`advantages` (and `returns`), zero off the action mask. A failed episode (its record's `failure`)
+is left out of its group's statistics and gets advantage 0 (`advantages.estimate_finished`); the
+estimator's metrics, the dropped counts among them, come back as `advantage/<name>`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from trinity.algorithm.advantage_fn.advantage_fn import GroupAdvantage
 from trinity.common.experience import Experience, group_by
 
 from beyondagent_core.advantage_records import response_advantages, scored_from_record
-from beyondagent_core.advantages import AdvantageBatch
+from beyondagent_core.advantages import AdvantageBatch, estimate_finished
+from beyondagent_core.metric_names import ADVANTAGE_PREFIX
 from beyondagent_plugin_trinity.experiences import ADVANTAGE_RECORD
 
 
@@ -47,8 +50,8 @@ class BeyondAgentAdvantage(GroupAdvantage):
         if not exps:
             return [], {}
         groups = self.group_experiences(exps)
-        self.estimate(groups)
-        return [exp for group in groups.values() for exp in group], {}
+        _, metrics = self.estimate(groups)
+        return [exp for group in groups.values() for exp in group], metrics
 
     def estimate(self, groups: dict[str, list[Experience]]) -> tuple[list[Experience], dict]:
         """Our estimator on every group at once (some, like GiGPO's step groups, look across a group)."""
@@ -60,10 +63,11 @@ class BeyondAgentAdvantage(GroupAdvantage):
         records = [exp.info[ADVANTAGE_RECORD] for _, exp in ordered]
         batch = AdvantageBatch(episodes=tuple(scored_from_record(record, group)
                                               for (group, _), record in zip(ordered, records, strict=True)))
-        answer = self.estimator.estimate(batch)
+        answer = estimate_finished(self.estimator, batch, who="advantage estimator (backend.advantage)")
         lengths = [len(exp.tokens) - exp.prompt_length for _, exp in ordered]
         for (_, exp), values in zip(ordered, response_advantages(answer.per_token, records, lengths), strict=True):
             advantages = torch.as_tensor(values, dtype=torch.float32) * exp.action_mask.to(torch.float32)
             exp.advantages = advantages
             exp.returns = advantages.clone()
-        return [exp for _, exp in ordered], {}
+        return [exp for _, exp in ordered], {f"{ADVANTAGE_PREFIX}{name}": float(value)
+                                             for name, value in answer.metrics.items()}

@@ -51,7 +51,23 @@ def test_the_quickstart_composes_and_validates_as_a_trinity_config(trinity_venv:
     assert config["cluster"]["trainer_gpu_num"] == 1 and config["explorer"]["rollout_model"]["enable_openai_api"]
     assert config["algorithm"]["entropy_loss_fn_args"] == {"entropy_coef": 0.01}
     # into trinity's free-form verl overrides (its build_verl_config merges them into the model config)
-    assert config["trainer"]["trainer_config"] == {"actor_rollout_ref": {"model": {"enable_gradient_checkpointing": False}}}
+    verl = config["trainer"]["trainer_config"]["actor_rollout_ref"]
+    assert verl["model"] == {"enable_gradient_checkpointing": False}
+    # model.dtype auto / model.param_dtype float32: fp32 master weights, bf16 compute and rollout (issue 33)
+    mixed = {"param_dtype": "bf16", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    for role in ("actor", "ref"):
+        assert verl[role] == {"fsdp_config": {"model_dtype": "fp32", "mixed_precision": mixed}}, role
+    assert config["explorer"]["rollout_model"]["dtype"] == "bfloat16"
+    # ...as trinity's trainer builds verl's config from them, and verl's FSDP engine config reads them
+    script = ("import sys; from trinity.common.config import load_config; "
+              "from trinity.trainer.verl.config import build_verl_config; "
+              "from verl.utils.config import omega_conf_to_dataclass as dc; "
+              "v = build_verl_config(load_config(sys.argv[1])); e = dc(v.actor).engine; "
+              "print(e.model_dtype, e.mixed_precision['param_dtype'], v.ref.fsdp_config.model_dtype)")
+    built = trinity_venv.run(["-c", script, str(tmp_path / "runs" / "quickstart" / "trinity" / "trinity_config.yaml")],
+                             timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert built.stdout.split()[-3:] == ["fp32", "bf16", "fp32"]
 
 
 def test_native_keys_are_checked_by_trinity_and_errors_name_our_key(trinity_venv: Any, tmp_path: Path) -> None:

@@ -124,3 +124,58 @@ def test_gradient_checkpointing_reaches_trinitys_verl_trainer_config_only_when_s
     assert key not in {o.key for o in mapped(spec_of(tmp_path), tmp_path)}
     overrides = mapped(spec_of(tmp_path, model={"path": "tiny", "gradient_checkpointing": False}), tmp_path)
     assert [(o.value, o.origin) for o in overrides if o.key == key] == [(False, "model.gradient_checkpointing")]
+
+
+def precision_keys(overrides: list[Any]) -> dict[str, Any]:
+    got = {o.key: o.value for o in overrides}
+    verl = "+trainer.trainer_config.actor_rollout_ref"
+    return {"weights": got[f"{verl}.actor.fsdp_config.model_dtype"],
+            "compute": got[f"{verl}.actor.fsdp_config.mixed_precision"],
+            "ref_weights": got[f"{verl}.ref.fsdp_config.model_dtype"],
+            "ref_compute": got[f"{verl}.ref.fsdp_config.mixed_precision"],
+            "rollout": got["explorer.rollout_model.dtype"]}
+
+
+@pytest.mark.parametrize(("model", "weights", "compute", "rollout", "warned"), [
+    ({}, "fp32", "bf16", "bfloat16", False),  # the default (GPUs): fp32 master weights, bf16 compute
+    ({"dtype": "float32"}, "fp32", "fp32", "float32", False),
+    ({"param_dtype": "bfloat16"}, "bf16", "bf16", "bfloat16", True),  # pure bf16: asked for, warned
+])
+def test_model_dtype_and_param_dtype_reach_trinitys_verl_trainer_and_explorer(
+        tmp_path: Path, model: dict[str, Any], weights: str, compute: str, rollout: str, warned: bool) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        overrides = mapped(spec_of(tmp_path, model={"path": "tiny", **model}), tmp_path)
+    mixed = {"param_dtype": compute, "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    assert precision_keys(overrides) == {"weights": weights, "compute": mixed, "ref_weights": weights,
+                                         "ref_compute": mixed, "rollout": rollout}
+    origins = {o.key: o.origin for o in overrides}
+    assert origins["+trainer.trainer_config.actor_rollout_ref.actor.fsdp_config.model_dtype"] == "model.param_dtype"
+    assert origins["explorer.rollout_model.dtype"] == "model.dtype"
+    assert any(event["event"] == "train.pure_low_precision" for event in logs) is warned
+
+
+@pytest.mark.parametrize(("model", "backend", "key"), [
+    ({"param_dtype": "bfloat16", "dtype": "float32"}, {}, "model.dtype"),
+    # trinity's FSDP2 casts LoRA adapters to the compute dtype: bf16 adapters nobody asked for
+    ({"lora": {"rank": 4}}, {}, "model.dtype"),
+    ({}, {"trinity": {"trainer.trainer_config.actor_rollout_ref.actor.fsdp_config.model_dtype": "bf16"}},
+     "backend.trinity.trainer.trainer_config.actor_rollout_ref.actor.fsdp_config.model_dtype"),
+    ({}, {"trinity": {"explorer.rollout_model.dtype": "float16"}}, "backend.trinity.explorer.rollout_model.dtype"),
+])
+def test_low_precision_weights_nobody_asked_for_are_refused(tmp_path: Path, model: dict[str, Any],
+                                                            backend: dict[str, Any], key: str) -> None:
+    with pytest.raises(SpecError) as error:
+        mapped(spec_of(tmp_path, backend, model={"path": "tiny", **model}), tmp_path)
+    assert str(error.value.where).endswith(f"key {key}"), error.value
+
+
+def test_lora_keeps_float32_adapters_where_trinity_can(tmp_path: Path) -> None:
+    lora = {"path": "tiny", "lora": {"rank": 4}}
+    for model, backend in (({**lora, "dtype": "float32"}, {}),  # float32 throughout
+                           ({**lora, "param_dtype": "bfloat16"}, {}),  # pure bf16, asked for
+                           (lora, {"trinity": {"trainer.trainer_strategy": "fsdp"}})):  # FSDP1: no cast
+        assert mapped(spec_of(tmp_path, backend, model=model), tmp_path)
+    megatron = mapped(spec_of(tmp_path, {"trinity": {"trainer.trainer_strategy": "megatron"}}), tmp_path)
+    assert not [o for o in megatron if "fsdp_config" in o.key]  # trinity would strip them

@@ -33,6 +33,7 @@ from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl
 from beyondagent_core.logs import get_logger
+from beyondagent_core.metric_names import VAL_EPISODE_ERRORS
 from beyondagent_core.worker_spec import worker_spec
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl import metrics as metric_map
@@ -186,7 +187,8 @@ class VerlBackend:
                     for step, values in reader.new_steps():
                         # verl logs a step once its rollouts and validation are back: its spool is complete
                         lines = episode_spool.take_step(run.run_dir, step)
-                        last = self._report(run, step, values, [line for line in lines if line.get("split") == "train"])
+                        last = self._report(run, step, values, [line for line in lines if line.get("split") == "train"],
+                                            val=[line for line in lines if line.get("split") == "val"])
                     if code is not None:
                         break
                     if self.config.timeout_s and time.monotonic() - started > self.config.timeout_s:
@@ -205,8 +207,11 @@ class VerlBackend:
         return last
 
     def _report(self, run: RunContext, step: int, values: dict[str, Any],
-                episodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                episodes: list[dict[str, Any]] | None = None,
+                val: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         ours = {**metric_map.map_step(values), **metric_map.episode_metrics(episodes or [])}
+        if val:  # the step's validation episodes: those that failed count 0 in verl's pass@1, said here
+            ours[VAL_EPISODE_ERRORS] = float(sum(1 for e in val if e.get("error")))
         failed = [e for e in episodes or [] if e.get("error")]
         if failed:  # trained on as score 0: said on the console, as the torch backend does
             log.warning("verl.episode_errors", step=step, failed=len(failed), episodes=len(episodes),

@@ -16,6 +16,7 @@ import attrs
 
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
+from beyondagent_core.precision import SHORT, native_conflict, resolve, warn_if_pure
 from beyondagent_core.spec import Spec
 from beyondagent_plugin_verl.config import VerlConfig
 
@@ -83,6 +84,8 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     if spec.model.gradient_checkpointing is not None:  # unset: verl's own default (on)
         put("actor_rollout_ref.model.enable_gradient_checkpointing", spec.model.gradient_checkpointing,
             "model.gradient_checkpointing")
+    for key, value, origin in precision_settings(spec, config):
+        put(key, value, origin)
     # GRPO (algorithm:) and the advantage estimator: verl's own where it has ours, else verl's GRPO (ours replaces it)
     advantage = spec.component("backend.advantage")
     estimator = estimator_name(spec)
@@ -228,6 +231,30 @@ def async_rollout_settings(config: VerlConfig) -> dict[str, Any]:
     }
 
 
+def precision_settings(spec: Spec, config: VerlConfig) -> list[tuple[str, Any, str]]:
+    """`model.param_dtype` and `model.dtype` as verl 0.9.1's FSDP engine reads them (key, value, our key).
+
+    `fsdp_config.model_dtype` is the dtype verl loads the model in and FSDP keeps sharded: the
+    weights, their gradients and AdamW's state (verl's own default fp32). `fsdp_config.mixed_precision`
+    is FSDP's `MixedPrecision` (`MixedPrecisionPolicy` on fsdp2): its `param_dtype` is what the
+    unsharded weights are cast to for forward and backward, and verl's `forward_step` autocasts to
+    it too (none when fp32); a float16 one gets verl's `ShardedGradScaler`. Unset, it computes in bf16,
+    so it is always set, for the actor and the reference policy (which computes the KL to the
+    actor's log-probs). `fsdp_config.dtype` is read by verl's Megatron engine only. The rollout's
+    vLLM computes in `rollout.dtype`. On `backend.device: cpu` (our fp32 rollout, FSDP2 on gloo)
+    only float32 runs (`check_precision`).
+    """
+    precision = resolve(spec.model, gpu=config.device == "cuda", where=spec.path or "the spec")
+    warn_if_pure(precision, backend="verl")
+    mixed = {"param_dtype": SHORT[precision.compute], "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    out: list[tuple[str, Any, str]] = []
+    for role in ("actor", "ref"):
+        out.append((f"actor_rollout_ref.{role}.fsdp_config.model_dtype", SHORT[precision.params], "model.param_dtype"))
+        out.append((f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision", dict(mixed), "model.dtype"))
+    out.append(("actor_rollout_ref.rollout.dtype", precision.compute, "model.dtype"))
+    return out
+
+
 def cpu_settings(config: VerlConfig) -> dict[str, Any]:
     """verl's trainer on CPU processes: our platform and rollout (cpu_platform.py, cpu_rollout.py).
 
@@ -243,10 +270,7 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
         "trainer.device": "cpu",
         f"{actor}.strategy": "fsdp2",
         f"{ref}.strategy": "fsdp2",
-        f"{actor}.fsdp_config.strategy": "fsdp2",
-        f"{actor}.fsdp_config.dtype": "float32",
-        f"+{actor}.fsdp_config.mixed_precision": {"param_dtype": "fp32", "reduce_dtype": "fp32",
-                                                  "buffer_dtype": "fp32"},  # FSDP's default computes in bf16
+        f"{actor}.fsdp_config.strategy": "fsdp2",  # float32 throughout: precision_settings (auto: float32)
         f"{actor}.fsdp_config.use_torch_compile": False,
         f"{actor}.use_torch_compile": False,
         f"{model}.use_remove_padding": False,
@@ -296,6 +320,7 @@ def check(spec: Spec, config: VerlConfig) -> None:
                         where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
                         hint="remove that key, or the experience block, to use verl's async trainers")
     check_rollout_mode(spec, config, where, trainer_mode)
+    check_precision(spec, config, where)
     loss_mode = flatten(config.verl).get("actor_rollout_ref.actor.policy_loss.loss_mode")
     if guided(spec) and loss_mode not in (None, OFF_POLICY_LOSS):
         raise SpecError(f"experience-guided rollouts train with our policy loss (`{OFF_POLICY_LOSS}`: verl's PPO clip, "
@@ -355,6 +380,30 @@ def check_rollout_mode(spec: Spec, config: VerlConfig, where: str, trainer_mode:
                         f"colocate_async, but backend.verl sets {trainer_mode}",
                         where=f"{where}, key backend.verl.trainer.v1.trainer_mode",
                         hint="remove that key, or set backend.rollout_mode: sync and choose verl's mode yourself")
+
+
+def check_precision(spec: Spec, config: VerlConfig, where: str) -> None:
+    """Float32 only on CPU; no `backend.verl` key that keeps other weights or computes in another dtype
+    than `model.param_dtype` / `model.dtype` say (pure bf16 training only when the spec asks for it)."""
+    model = spec.model
+    if config.device == "cpu":
+        for key, value in (("model.dtype", model.dtype), ("model.param_dtype", model.param_dtype)):
+            if value not in ("auto", "float32"):
+                raise SpecError(f"backend.device: cpu trains in float32 only (our CPU rollout and FSDP2 on gloo), "
+                                f"but {key} is {value}", where=f"{where}, key {key}",
+                                hint=f"remove {key} (auto and the float32 default are float32 on CPU), or "
+                                     "use device: cuda")
+    precision = resolve(model, gpu=config.device == "cuda", where=where)
+    conflict = native_conflict(flatten(config.verl), precision, rollout_dtype_key="actor_rollout_ref.rollout.dtype")
+    if conflict is not None:
+        key, want = conflict
+        ours = "model.param_dtype" if key.endswith("model_dtype") else "model.dtype"
+        raise SpecError(f"backend.verl sets {key.lstrip('+')}, which model.dtype: {model.dtype} and "
+                        f"model.param_dtype: {model.param_dtype} map to {want} (the actor's weights and AdamW's "
+                        "state, FSDP's compute dtype and vLLM's are set from them)",
+                        where=f"{where}, key backend.verl.{key.lstrip('+')}",
+                        hint=f"remove that key and set {ours} instead (a bfloat16 model.param_dtype trains pure "
+                             "bf16 weights, with a warning)")
 
 
 def check_dapo_options(spec: Spec, where: str) -> None:

@@ -10,7 +10,8 @@ its transfer queue. This trainer is verl's synchronous V1 trainer registered und
 ours (verl's `register_trainer`; the mapping sets `trainer.v1.trainer_mode`): verl computes GRPO
 as usual (KL in reward, rollout corrections), then the spec's estimator replaces the
 advantages, written back under the same keys. Its metrics are logged as `advantage/<name>`, as
-the torch backend does.
+the torch backend does. As there, a failed episode (an error, a gateway split verl cannot train)
+is left out of its group's statistics and gets advantage 0 (`advantages.estimate_finished`).
 
 Experience-guided rollouts (`experience`): the agent loop shows the lessons and returns stripped
 samples (`agent_loop.py`); each carries `beyondagent_guidance`. Before verl's GRPO this trainer
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from beyondagent_core.advantages import AdvantageBatch, check_advantages
+from beyondagent_core.advantages import AdvantageBatch, estimate_finished
 from beyondagent_core.metric_names import ADVANTAGE_PREFIX, EXPERIENCE_PREFIX
 from beyondagent_core.runtime.guidance import Guidance
 from beyondagent_core.types import Trajectory
@@ -149,8 +150,8 @@ class BeyondAgentTrainer(PPOTrainerSync):
         advantage_batch = AdvantageBatch(episodes=episodes, step=int(self.global_steps),
                                          total_steps=int(self.total_training_steps),
                                          norm_by_std=bool(self.config.algorithm.get("norm_adv_by_std_in_grpo", True)))
-        result = check_advantages(self.estimator().estimate(advantage_batch), advantage_batch,
-                                  who="advantage estimator (backend.advantage)")
+        # failed episodes (their records' `failure`) stay out of the groups' statistics, advantage 0
+        result = estimate_finished(self.estimator(), advantage_batch, who="advantage estimator (backend.advantage)")
         lengths = data["response_mask"].offsets().diff().tolist()
         pieces = [torch.from_numpy(piece) for piece in response_advantages(result.per_token, records, lengths)]
         advantages = torch.nested.as_nested_tensor(pieces, layout=torch.jagged)

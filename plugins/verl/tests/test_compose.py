@@ -47,6 +47,12 @@ def test_dry_run_prints_and_writes_the_composed_verl_config(verl_venv: Any, tiny
     # the `verl:` block
     assert config["actor_rollout_ref"]["model"]["enable_gradient_checkpointing"] is False
     assert rollout["agent"]["num_workers"] == 2
+    # model.dtype auto / model.param_dtype float32 on a GPU: fp32 master weights, bf16 compute (issue 33)
+    mixed = {"param_dtype": "bf16", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    for role in ("actor", "ref"):
+        fsdp = config["actor_rollout_ref"][role]["fsdp_config"]
+        assert (fsdp["model_dtype"], fsdp["mixed_precision"]) == ("fp32", mixed), role
+    assert rollout["dtype"] == "bfloat16"
     # verl's defaults are all there (a key we never set)
     assert "ppo_max_token_len_per_gpu" in actor
     agent_loop = yaml.safe_load(Path(rollout["agent"]["agent_loop_config_path"]).read_text())

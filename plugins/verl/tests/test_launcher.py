@@ -169,3 +169,7 @@ def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:
         VerlBackend(VerlConfig())._report(Run(), 2, {}, failing)
     warned = [e for e in events if e["event"] == "verl.episode_errors"]
     assert warned and warned[0]["failed"] == 1 and warned[0]["first"].startswith("PromptTooLong")
+    assert "val/episode_errors" not in reported[-1][1]  # no validation that step
+    val = [{"split": "val", "success": False, "error": "AgentError: agent a:run raised KeyError: 'x'"},
+           {"split": "val", "success": True, "error": None}]
+    assert VerlBackend(VerlConfig())._report(Run(), 3, {}, [], val=val)["val/episode_errors"] == 1.0

@@ -28,11 +28,13 @@ from beyondagent_core.plugins import PluginManager, Switches
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def spec_of(tmp_path: Path, backend: dict[str, Any] | None = None, algorithm: dict[str, Any] | None = None) -> Any:
+def spec_of(tmp_path: Path, backend: dict[str, Any] | None = None, algorithm: dict[str, Any] | None = None,
+            model: dict[str, Any] | None = None) -> Any:
     data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
     data["run"]["output_dir"] = str(tmp_path / "runs")
     data["backend"].update(backend or {})
     data["algorithm"].update(algorithm or {})
+    data["model"].update(model or {})
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))
     return prepare(path, manager=PluginManager(Switches(autoload=True))).spec
@@ -170,8 +172,9 @@ def test_device_cpu_picks_our_platform_rollout_and_fp32(tmp_path: Path) -> None:
     assert got["actor_rollout_ref.rollout.name"] == CPU_ROLLOUT
     assert got["trainer.device"] == "cpu"
     assert got["actor_rollout_ref.model.external_lib"] == "beyondagent_plugin_verl.cpu_process_group"
-    assert got[f"{actor}.strategy"] == "fsdp2" and got[f"{actor}.fsdp_config.dtype"] == "float32"
-    assert got[f"+{actor}.fsdp_config.mixed_precision"]["param_dtype"] == "fp32"
+    assert got[f"{actor}.strategy"] == "fsdp2" and got[f"{actor}.fsdp_config.model_dtype"] == "fp32"
+    assert got[f"+{actor}.fsdp_config.mixed_precision"]["param_dtype"] == "fp32"  # model.dtype auto: float32 on CPU
+    assert got["actor_rollout_ref.rollout.dtype"] == "float32"
     assert got["+ray_kwargs.ray_init.num_gpus"] == 2  # one logical GPU per trainer worker
     default = mapped(spec_of(tmp_path), tmp_path)
     assert default["actor_rollout_ref.rollout.name"] == "vllm" and "trainer.device" not in default
@@ -239,3 +242,73 @@ def test_gradient_checkpointing_reaches_verls_model_key_only_when_set(tmp_path: 
         path.write_text(yaml.safe_dump(data))
         keys = mapped(prepare(path, manager=PluginManager(Switches(autoload=True))).spec, tmp_path)
         assert keys["actor_rollout_ref.model.enable_gradient_checkpointing"] is value
+
+
+def precision_keys(got: dict[str, Any]) -> dict[str, Any]:
+    """What verl's FSDP engine and vLLM read: (actor weights, actor compute, ref weights, ref compute, vLLM)."""
+    arr = "actor_rollout_ref"
+    return {"weights": got[f"{arr}.actor.fsdp_config.model_dtype"],
+            "compute": got[f"+{arr}.actor.fsdp_config.mixed_precision"],
+            "ref_weights": got[f"{arr}.ref.fsdp_config.model_dtype"],
+            "ref_compute": got[f"+{arr}.ref.fsdp_config.mixed_precision"],
+            "rollout": got[f"{arr}.rollout.dtype"]}
+
+
+@pytest.mark.parametrize(("model", "weights", "compute", "rollout", "warned"), [
+    ({}, "fp32", "bf16", "bfloat16", False),  # the default on a GPU: fp32 master weights, bf16 compute
+    ({"dtype": "float32"}, "fp32", "fp32", "float32", False),
+    ({"dtype": "float16"}, "fp32", "fp16", "float16", False),  # verl's ShardedGradScaler scales the loss
+    ({"param_dtype": "bfloat16"}, "bf16", "bf16", "bfloat16", True),  # pure bf16: asked for, warned
+    ({"dtype": "float16", "param_dtype": "float16"}, "fp16", "fp16", "float16", True),
+])
+def test_model_dtype_and_param_dtype_reach_verls_fsdp_and_vllm_keys(tmp_path: Path, model: dict[str, Any],
+                                                                    weights: str, compute: str, rollout: str,
+                                                                    warned: bool) -> None:
+    from structlog.testing import capture_logs
+
+    with capture_logs() as logs:
+        got = mapped(spec_of(tmp_path, model=model), tmp_path)
+    mixed = {"param_dtype": compute, "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    assert precision_keys(got) == {"weights": weights, "compute": mixed, "ref_weights": weights,
+                                   "ref_compute": mixed, "rollout": rollout}
+    assert "actor_rollout_ref.actor.fsdp_config.dtype" not in got  # verl's Megatron engine reads that one only
+    pure = [event for event in logs if event["event"] == "train.pure_low_precision"]
+    assert bool(pure) is warned
+    if warned:
+        assert pure[0]["log_level"] == "warning" and "rounded away" in pure[0]["message"]
+
+
+def test_precision_keys_name_the_spec_key_they_came_from(tmp_path: Path) -> None:
+    spec = spec_of(tmp_path)
+    files = RunFiles(run_dir=tmp_path / "run", train_files=("t.parquet",), val_files=(),
+                     agent_loop_config=tmp_path / "a.yaml")
+    origins = {o.key: o.origin for o in verl_overrides(spec, spec.component("backend").config, files, model_path="m")}
+    assert origins["actor_rollout_ref.actor.fsdp_config.model_dtype"] == "model.param_dtype"
+    assert origins["+actor_rollout_ref.actor.fsdp_config.mixed_precision"] == "model.dtype"
+    assert origins["actor_rollout_ref.rollout.dtype"] == "model.dtype"
+
+
+@pytest.mark.parametrize(("backend", "model", "key"), [
+    ({}, {"param_dtype": "bfloat16", "dtype": "float32"}, "model.dtype"),  # bf16 weights computing in fp32
+    ({"device": "cpu"}, {"dtype": "bfloat16"}, "model.dtype"),  # CPU: float32 only
+    ({"device": "cpu"}, {"param_dtype": "bfloat16"}, "model.param_dtype"),
+    # a native key that would keep the actor's weights in bf16 behind model.param_dtype's back
+    ({"verl": {"actor_rollout_ref.actor.fsdp_config.model_dtype": "bf16"}}, {},
+     "backend.verl.actor_rollout_ref.actor.fsdp_config.model_dtype"),
+    ({"verl": {"+actor_rollout_ref.actor.fsdp_config.mixed_precision": {"param_dtype": "fp16"}}}, {},
+     "backend.verl.actor_rollout_ref.actor.fsdp_config.mixed_precision"),
+    ({"verl": {"actor_rollout_ref.rollout.dtype": "float16"}}, {}, "backend.verl.actor_rollout_ref.rollout.dtype"),
+])
+def test_precision_that_verl_cannot_or_should_not_run_is_refused(tmp_path: Path, backend: dict[str, Any],
+                                                                 model: dict[str, Any], key: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        mapped(spec_of(tmp_path, backend=backend, model=model), tmp_path)
+    assert caught.value.where.endswith(f"key {key}"), caught.value
+
+
+def test_a_native_precision_key_that_agrees_with_the_spec_is_kept(tmp_path: Path) -> None:
+    got = mapped(spec_of(tmp_path, backend={"verl": {"actor_rollout_ref.actor.fsdp_config.model_dtype": "float32",
+                                                     "actor_rollout_ref.ref.fsdp_config.model_dtype": "bf16"}}),
+                 tmp_path)
+    assert got["actor_rollout_ref.actor.fsdp_config.model_dtype"] == "float32"  # the block's, last
+    assert got["actor_rollout_ref.ref.fsdp_config.model_dtype"] == "bf16"  # the reference policy is not trained

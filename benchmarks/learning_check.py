@@ -10,7 +10,8 @@ Each run is `beyondagent run <spec> --profile smollm2` in a child process (what 
   default trained before issue 33, where AdamW's small updates are rounded away.
 
 It prints the val pass@1 curves side by side (and the training success, the rollout's and the
-update's seconds a step), writes `results.json` and a PNG of the curves into `--out`. A run that
+update's seconds a step), writes `results.json` and a PNG of the curves into `--out`; the last line
+is `final_val_ratio_vs_float32: <spec>-<mode>=X ...` (last val pass@1 over float32's). A run that
 passes `--time-limit` is stopped and shows what it reached. The child processes run `--parallel`
 at a time: on a GPU a 135M model leaves the device mostly idle; on 2 CPU cores keep 1.
 
@@ -98,6 +99,11 @@ def report(results: list[dict], args: argparse.Namespace) -> None:
               + " ".join(f"{fmt(c['val'].get(s)):>5}" for s in eval_steps)
               + f"  {fmt(first):>9} {fmt(last):>11}  {fmt(c['rollout_s'], 1):>9} {fmt(c['update_s'], 1):>8}"
               + f"  {fmt(c['logprob_diff'], 4):>12}  {result['status']}")
+    # the last line: each run's last val pass@1 over float32's on the same spec (the peer of the same run)
+    final = {(r["spec"], r["mode"]): curves(r)["val"].get(max(curves(r)["val"], default=None)) for r in results}
+    ratios = [f"{spec}-{mode}={fmt(value / final[spec, 'float32'])}" for (spec, mode), value in final.items()
+              if mode != "float32" and value is not None and final.get((spec, "float32"))]
+    print("final_val_ratio_vs_float32: " + (" ".join(ratios) or "- (no float32 run to compare with)"))
     (args.out / "results.json").write_text(json.dumps(
         [{**{k: v for k, v in r.items() if k != "rows"}, **curves(r)} for r in results], indent=1))
     plot(results, args)

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite: install the core and every plugin into .venv, build the venvs plugins
 # need (verl, AppWorld: cached, so only the first run builds them; each build's time is printed),
-# then run every test suite.
+# then run every test suite. Each phase's time is printed ("phase: ... s"), and pytest ends with the
+# seconds each suite took (scripts/suite_times.py).
+started=$SECONDS
 source "$(dirname "$0")/_env.sh"
+echo "phase: install into .venv: $((SECONDS - started)) s"
+mark=$SECONDS
 # A venv that cannot be built here (offline) is not fatal here: the tests needing it say why.
 beyondagent venv build --all --jobs 4 || echo "warning: a plugin venv could not be built; the tests that need it report why" >&2
+echo "phase: plugin venvs: $((SECONDS - mark)) s"
+mark=$SECONDS
 suites=(tests)
 for dir in plugins/*/tests; do
   [ -d "$dir" ] && suites+=("$dir")
 done
-python -m pytest -p no:cacheprovider --durations=30 "${suites[@]}" "$@"
+status=0
+PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" python -m pytest -p no:cacheprovider -p suite_times --durations=30 \
+  "${suites[@]}" "$@" || status=$?
+echo "phase: tests: $((SECONDS - mark)) s"
+exit $status

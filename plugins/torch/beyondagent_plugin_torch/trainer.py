@@ -20,6 +20,7 @@ import random
 import shutil
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -403,7 +404,9 @@ class Trainer:
         actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
                             config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
                             off_policy_clip=off_policy_clip, **lagging)
-        self.lr_schedule.step()
+        with warnings.catch_warnings():  # a step with nothing to learn took no optimizer step: that is fine
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\(\)` before")
+            self.lr_schedule.step()
         self.model.eval()
         check_finite(step, self.model, actor)
         if pipeline is not None:

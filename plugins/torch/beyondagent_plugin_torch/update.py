@@ -124,9 +124,12 @@ def pad_left(values: torch.Tensor, columns: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def logprobs_in_chunks(model: Any, batch: TrainBatch, temperature: float, chunk: int) -> torch.Tensor:
+def logprobs_in_chunks(model: Any, batch: TrainBatch, temperature: float, chunk: int,
+                       rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Log-probs of the batch's tokens under `model`, `chunk` rows a forward pass (only the `rows`
+    marked true, when given; the others stay 0)."""
     out = torch.zeros_like(batch.loss_mask)
-    for index in torch.arange(batch.size).split(chunk):
+    for index in torch.arange(batch.size)[rows if rows is not None else slice(None)].split(chunk):
         part = batch.rows(index)
         logprobs, _ = forward_logprobs(model, part, temperature)
         out[index, : logprobs.shape[1]] = logprobs
@@ -137,7 +140,7 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                 algorithm: Any, config: Any, temperature: float, generator: torch.Generator,
                 off_policy_clip: tuple[float, float] | None = None, tis_cap: float | None = None,
                 device_turn: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext,
-                before_weights_change: Callable[[], Any] | None = None) -> dict[str, float]:
+                before_weights_change: Callable[[], Any] | None = None, skip_flat: bool = True) -> dict[str, float]:
     """Update the policy on `batch`; returns the actor metrics of this step.
 
     Asynchronous rollout (`async_rollout.py`): `tis_cap` weighs each token's loss by its truncated
@@ -148,14 +151,24 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
 
     Off-policy rows (`batch.off_policy`: experience-guided episodes trained without the experience)
     take their sampling log-probs as the old policy's, and `off_policy_clip` = (upper clip, dual
-    clip) instead of the algorithm's (GSPO has no dual clip: only the upper one applies)."""
+    clip) instead of the algorithm's (GSPO has no dual clip: only the upper one applies).
+
+    No work for nothing (`skip_flat`): a row whose advantages are all 0 adds nothing to the policy
+    gradient (each token's loss is its advantage times a ratio), so it gets no forward or backward;
+    the loss normalizer still counts it, so the gradient is the one the whole batch gives. With a KL
+    or entropy term every row trains. A mini-batch with nothing to learn takes no optimizer step
+    (metrics `actor/flat_samples_skipped`, `actor/update_skipped`)."""
     micro = config.micro_batch_size
     mini_size = config.mini_batch_size or batch.size
     # With one optimizer step per batch the policy is still the one that sampled: the old log-probs
     # are the current ones, detached (what verl's recomputation gives), so that forward is skipped.
     single_step = config.ppo_epochs == 1 and mini_size >= batch.size
+    every_row_trains = (ref_model is not None and algorithm.kl_coef > 0) or bool(algorithm.entropy_coeff)
+    learns = (batch.advantages.ne(0) & batch.loss_mask.bool()).any(dim=1).cpu()
+    if every_row_trains or not skip_flat:
+        learns = torch.ones_like(learns)
     with device_turn():
-        old_logprobs = None if single_step else logprobs_in_chunks(model, batch, temperature, micro)
+        old_logprobs = None if single_step else logprobs_in_chunks(model, batch, temperature, micro, rows=learns)
         ref_logprobs = logprobs_in_chunks(ref_model, batch, temperature, micro) if ref_model is not None else None
     params = [p for p in model.parameters() if p.requires_grad]
     shuffle = config.ppo_epochs > 1 or mini_size < batch.size
@@ -180,7 +193,12 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
                                               else batch.episode_share[mini])
             scale = {"normalizer": normalizer, "loss_scale_factor": horizon}
             optimizer.zero_grad(set_to_none=True)
-            for index in mini.split(micro):
+            active = mini[learns[mini]]
+            totals.flat_samples_skipped += len(mini) - len(active)
+            if not len(active):  # nothing to learn here: no forward, no backward, no optimizer step
+                totals.skipped_updates += 1
+                continue
+            for index in active.split(micro):
                 with device_turn():
                     part = batch.rows(index)
                     width = part.loss_mask.shape[1]
@@ -226,7 +244,9 @@ def grpo_update(model: Any, ref_model: Any | None, optimizer: torch.optim.Optimi
             totals.grad_norms.append(float(grad_norm))
     # Rollout log-probs against the trainer's: a large gap means the token sequences are misaligned.
     totals.logprob_diff = mean_abs_gap(batch.rollout_logprobs, first_pass if old_logprobs is None else old_logprobs,
-                                       batch.loss_mask)
+                                       batch.loss_mask * learns.to(batch.loss_mask.device)[:, None])
+    totals.flat_samples_skipped //= config.ppo_epochs  # counted once per pass
+    totals.update_skipped = totals.skipped_updates == config.ppo_epochs * math.ceil(batch.size / mini_size)
     return totals.metrics()
 
 
@@ -249,6 +269,9 @@ class _Totals:
     has_kl: bool = False
     logprob_diff: float = 0.0
     skipped_steps: int = 0
+    flat_samples_skipped: int = 0  # rows with advantage 0 everywhere: no forward, no backward
+    skipped_updates: int = 0  # mini-batches with nothing to learn: no optimizer step
+    update_skipped: bool = False  # the whole update
     grad_norms: list[float] = attrs.field(factory=list)
     is_tokens: float = 0.0  # tokens weighed by truncated importance weights (asynchronous rollout)
     is_weight_sum: float = 0.0
@@ -277,13 +300,17 @@ class _Totals:
         tokens = max(self.tokens, 1.0)
         metrics = {
             "actor/pg_loss": self.pg_loss / max(len(self.grad_norms), 1),
-            "actor/clip_fraction": self.clip_fraction / tokens,
-            "actor/dual_clip_fraction": self.dual_clip_fraction / tokens,
-            "actor/entropy": self.entropy / tokens,
             "actor/grad_norm": sum(self.grad_norms) / max(len(self.grad_norms), 1),
             "actor/skipped_steps": float(self.skipped_steps),
-            "rollout/logprob_diff": self.logprob_diff,
+            "actor/flat_samples_skipped": float(self.flat_samples_skipped),
+            "actor/update_skipped": float(self.update_skipped),
         }
+        if self.tokens:  # else no row was trained: no forward to measure
+            metrics.update({"actor/clip_fraction": self.clip_fraction / tokens,
+                            "actor/dual_clip_fraction": self.dual_clip_fraction / tokens,
+                            "actor/entropy": self.entropy / tokens})
+        if math.isfinite(self.logprob_diff):
+            metrics["rollout/logprob_diff"] = self.logprob_diff
         if self.has_kl:
             metrics["actor/kl"] = self.kl / tokens
         if self.is_tokens:  # verl's rollout_corr/ names

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 import math
+from pathlib import Path
 
 import attrs
 import pytest
 import torch
+from beyondagent_plugin_torch.checkpoint import checkpoints
 from beyondagent_plugin_torch.config import TorchConfig
 from beyondagent_plugin_torch.metrics_log import read_metrics
 from beyondagent_plugin_torch.models import load_policy
@@ -127,3 +130,72 @@ def test_off_policy_rows_are_clipped_against_their_sampling_log_probs() -> None:
 
     assert clip_fraction(on_policy, (0.6, 3.0)) == 0
     assert clip_fraction(off_policy, (0.6, 3.0)) > 0
+
+
+def rows_through(model: torch.nn.Module) -> list[int]:
+    """The batch size of every forward pass `model` makes from now on."""
+    sizes: list[int] = []
+    model.register_forward_pre_hook(lambda module, args, kwargs: sizes.append(kwargs["input_ids"].shape[0]),
+                                    with_kwargs=True)
+    return sizes
+
+
+@pytest.mark.parametrize(("mode", "mini"), [("token-mean", None), ("seq-mean-token-sum-norm", None),
+                                            ("token-mean", 4)])
+def test_flat_rows_get_no_forward_and_the_update_is_unchanged(mode: str, mini: int | None) -> None:
+    """Rows whose advantages are all 0 are not run (a counter of forward rows), and the weights after
+    the update are the ones running them gives (their loss is exactly 0; the normalizer counts them)."""
+    model, tokenizer = load_policy("tiny")
+    episodes, advantages = episodes_for(tokenizer, 12)
+    advantages[[0, 1, 2, 3, 8, 9]] = 0.0  # the first group, and half of the third, flat
+    batch = make_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    algorithm = AlgorithmSection(loss_agg_mode=mode, kl_coef=0.0, entropy_coeff=0.0)
+    config = TorchConfig(micro_batch_size=4, mini_batch_size=mini)
+    results = {}
+    for skip in (True, False):
+        trained = copy.deepcopy(model).train()
+        sizes = rows_through(trained)
+        metrics = grpo_update(trained, None, torch.optim.SGD(trained.parameters(), lr=0.1), batch, algorithm=algorithm,
+                              config=config, temperature=1.0, generator=torch.Generator().manual_seed(0), skip_flat=skip)
+        results[skip] = ({n: p.detach().clone() for n, p in trained.named_parameters()}, sum(sizes), metrics)
+    (skipped, rows_skipping, metrics), (plain, rows_plain, _) = results[True], results[False]
+    passes = 1 if mini is None else 2  # mini-batches: the old policy's log-probs take a forward of their own
+    assert rows_plain == 12 * passes and rows_skipping == 6 * passes
+    assert metrics["actor/flat_samples_skipped"] == 6 and metrics["actor/update_skipped"] == 0
+    for name, weights in plain.items():
+        assert torch.allclose(weights, skipped[name], atol=1e-6), name
+
+
+def test_a_step_with_nothing_to_learn_runs_no_forward_and_no_optimizer_step() -> None:
+    model, tokenizer = load_policy("tiny")
+    episodes, _ = episodes_for(tokenizer, 8)
+    batch = make_batch(episodes, torch.zeros(8), pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    sizes = rows_through(model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    metrics = grpo_update(model.train(), None, optimizer, batch, algorithm=AlgorithmSection(kl_coef=0.0),
+                          config=TorchConfig(micro_batch_size=4), temperature=1.0, generator=torch.Generator())
+    assert sizes == [] and not optimizer.state  # AdamW never stepped: no momentum, no weight decay
+    assert all(torch.equal(p, before[n]) for n, p in model.named_parameters())
+    assert metrics["actor/update_skipped"] == 1 and metrics["actor/flat_samples_skipped"] == 8
+    assert metrics["actor/pg_loss"] == 0 and "rollout/logprob_diff" not in metrics
+    # an entropy bonus trains every row: nothing is skipped
+    sizes.clear()
+    metrics = grpo_update(model, None, optimizer, batch, algorithm=AlgorithmSection(kl_coef=0.0, entropy_coeff=0.01),
+                          config=TorchConfig(micro_batch_size=4), temperature=1.0, generator=torch.Generator())
+    assert sum(sizes) == 8 and metrics["actor/update_skipped"] == 0 and metrics["actor/flat_samples_skipped"] == 0
+
+
+@pytest.mark.beyondagent_plugins("math", "mixers", "torch")
+def test_a_run_whose_step_has_nothing_to_learn_still_logs_and_checkpoints(run_spec) -> None:
+    """The tiny model answers no sum at step 1 (every group scores 0, seed 0): no update, the same
+    weights saved, the step's line written as usual."""
+    math_spec = Path(__file__).resolve().parents[3] / "examples" / "math_arithmetic.yaml"
+    run = run_spec(math_spec, "algorithm.entropy_coeff=0", "backend.total_steps=1", "backend.save_every=1",
+                   "tasks.val=null", "backend.report=false", "backend.samples_per_step=0")
+    line = json.loads((run.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert line["step"] == 1 and line["train/flat_groups"] == 1.0
+    assert line["actor/update_skipped"] == 1 and line["actor/flat_samples_skipped"] == 64
+    saved, _ = load_policy(str(checkpoints(run.run_dir)[0].path / "model"), dtype=torch.float32)
+    initial, _ = load_policy("tiny", dtype=torch.float32)
+    assert all(torch.equal(p, dict(initial.named_parameters())[n]) for n, p in saved.named_parameters())

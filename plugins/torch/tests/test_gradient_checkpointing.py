@@ -72,13 +72,27 @@ def test_a_model_without_checkpointing_support_is_a_spec_error() -> None:
 
 
 @pytest.mark.beyondagent_plugins("gym", "mixers", "torch")
-def test_a_checkpointed_run_equals_the_plain_run_and_may_resume_with_it_switched(run_spec, tmp_path: Path) -> None:
+def test_a_checkpointed_run_equals_the_plain_run_and_may_resume_with_it_switched(run_spec, tmp_path: Path,
+                                                                                  monkeypatch) -> None:
+    from beyondagent_plugin_torch import trainer
+
+    switched_on = []  # the models the trainer switched checkpointing on in (the runs alone cannot tell)
+
+    def spy(model, **kwargs):
+        enable_gradient_checkpointing(model, **kwargs)
+        switched_on.append(model)
+
+    monkeypatch.setattr(trainer, "enable_gradient_checkpointing", spy)
     small = ("backend.batch_size=2", "algorithm.group_size=4", "backend.eval_every=0", "backend.save_every=1",
              "tasks.train.count=4", "tasks.val.count=4", "backend.report=false", "backend.lr=0.01",
              "algorithm.kl_coef=0.01")
     plain = run_spec(QUICKSTART, *small, "backend.total_steps=2", f"run.output_dir={tmp_path / 'plain'}")
     checkpointed = run_spec(QUICKSTART, *small, "backend.total_steps=1", "model.gradient_checkpointing=true",
                             f"run.output_dir={tmp_path / 'switched'}")
+    assert len(switched_on) == 1  # the checkpointed run only
+    name = "is_activation_checkpointing" if hasattr(type(switched_on[0]), "is_activation_checkpointing") \
+        else "is_gradient_checkpointing"  # its name from transformers 5.x on
+    assert getattr(switched_on[0], name)
     state = json.loads((checkpointed.run_dir / "checkpoints" / "step_000001" / "state.json").read_text())
     assert state["spec"]["model"]["gradient_checkpointing"] is True
     # resumed without it (a changed memory setting is no reason to refuse): step 2 equals the plain run's

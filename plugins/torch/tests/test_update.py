@@ -199,3 +199,23 @@ def test_a_run_whose_step_has_nothing_to_learn_still_logs_and_checkpoints(run_sp
     saved, _ = load_policy(str(checkpoints(run.run_dir)[0].path / "model"), dtype=torch.float32)
     initial, _ = load_policy("tiny", dtype=torch.float32)
     assert all(torch.equal(p, dict(initial.named_parameters())[n]) for n, p in saved.named_parameters())
+
+
+@pytest.mark.parametrize("lag", [0.3, -0.3, 2.0])
+def test_the_update_weighs_tokens_by_the_trainer_over_the_sampling_policy(lag: float) -> None:
+    """`tis_cap` at its call site: w = min(exp(log p_old - log p_sampling), cap), in that direction (the
+    inverse would give exp(-lag)); with lag 2 the cap of 2 binds on every token."""
+    from beyondagent_plugin_torch.update import forward_logprobs
+
+    model, tokenizer = load_policy("tiny")
+    episodes, advantages = episodes_for(tokenizer, 4)
+    batch = make_batch(episodes, advantages, pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    with torch.no_grad():
+        current, _ = forward_logprobs(model, batch, 1.0)
+    batch = attrs.evolve(batch, rollout_logprobs=(current - lag) * batch.loss_mask)  # the sampler trailed by `lag`
+    metrics = grpo_update(model.train(), None, torch.optim.SGD(model.parameters(), lr=0.0), batch,
+                          algorithm=AlgorithmSection(kl_coef=0.0), config=TorchConfig(micro_batch_size=4),
+                          temperature=1.0, generator=torch.Generator(), tis_cap=2.0)
+    assert metrics["rollout_corr/rollout_is_mean"] == pytest.approx(min(math.exp(lag), 2.0), rel=1e-4)
+    assert metrics["rollout_corr/rollout_is_ratio_fraction_high"] == (1.0 if lag > math.log(2.0) else 0.0)
+    assert metrics["rollout/logprob_diff"] == pytest.approx(abs(lag), rel=1e-4)

@@ -143,6 +143,26 @@ def test_the_warm_up_lowers_the_loss_and_raises_the_reference_actions_logprob(ti
     assert metrics["sft/tokens"] == sum(sum(e.sequence.loss_mask) for e in examples)
 
 
+def test_the_warm_up_step_is_the_same_whatever_the_micro_batches(tiny) -> None:
+    """The loss is the mean NLL over a batch's tokens: split into 1 or 4 micro-batches, one SGD step
+    moves the weights the same (dividing per micro-batch would scale the gradient by their count)."""
+    model, tokenizer, template, end = tiny
+    examples, _ = reference_examples(
+        [Task(f"s{i}", query=f"Which way? ({i})", ground_truth=["left", "up"], origin="synthetic") for i in range(4)],
+        Runner(), template, end)
+    weights = {}
+    for micro in (1, 4):
+        policy = copy.deepcopy(model)
+        sft_update(policy, torch.optim.SGD(policy.parameters(), lr=0.1), examples, epochs=1, batch_size=4,
+                   micro_batch_size=micro, grad_clip=1e9, pad_token_id=tokenizer.pad_token_id, device=CPU,
+                   generator=torch.Generator().manual_seed(0))
+        weights[micro] = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    start = dict(model.named_parameters())
+    assert any(not torch.equal(w, start[n]) for n, w in weights[1].items())
+    for name, value in weights[1].items():
+        assert torch.allclose(value, weights[4][name], atol=1e-6), name
+
+
 def spec_with(**algorithm) -> SimpleNamespace:
     return SimpleNamespace(path="spec.yaml",
                            algorithm=structured(AlgorithmSection, algorithm, "algorithm", "spec.yaml"))

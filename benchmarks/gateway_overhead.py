@@ -75,7 +75,8 @@ def main() -> None:
     def through_gateway(calls: int) -> tuple[float, int]:
         # An agent makes its client once per episode (~0.1 s for the openai SDK): not counted here.
         opened = [gateway.open(chat(call).gateway_episode(), loop) for call in range(calls)]
-        clients = [openai.OpenAI(base_url=url, api_key="unused", max_retries=0) for _, url in opened]
+        clients = [openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, max_retries=0)
+                   for endpoint in opened]
         tokens, started = 0, time.perf_counter()
         for client in clients:
             reply = client.chat.completions.create(model="policy", messages=messages, stream=args.stream,
@@ -84,8 +85,8 @@ def main() -> None:
             usage = list(reply)[-1].usage if args.stream else reply.usage
             tokens += usage.completion_tokens
         seconds = time.perf_counter() - started
-        for episode_id, _ in opened:
-            gateway.close(episode_id)
+        for endpoint in opened:
+            gateway.close(endpoint.episode_id)
         return seconds, tokens
 
     direct(3), through_gateway(3)  # warm-up

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from beyondagent_core.advantages import ScoredEpisode, Step, failure_of, steps_of
+from beyondagent_core.advantages import ScoredEpisode, Step, failure_of, prefix_turns, steps_of
 from beyondagent_core.sources.parquet import row_to_task, task_to_row
 from beyondagent_core.types import Trajectory
 
@@ -27,11 +27,12 @@ def advantage_record(trajectory: Trajectory, spans: Sequence[tuple[int, int]], *
     length = prompt_length + response_length
     kept = [(start, min(end, length)) for start, end in spans if start < length]
     reward = trajectory.reward
+    steps = steps_of(trajectory.turns, kept, replayed=prefix_turns(trajectory))
     return {"task": task_to_row(trajectory.task, 0, "train"), "length": length, "prompt_length": prompt_length,
             "outcome": float(reward.score) if reward is not None else 0.0,
             "success": bool(reward is not None and reward.success),
             "failure": failure_of(trajectory, trainable=any(end > start for start, end in kept)),
-            "steps": [[s.start, s.end, s.observation, s.action, s.reward] for s in steps_of(trajectory.turns, kept)]}
+            "steps": [[s.start, s.end, s.observation, s.action, s.reward] for s in steps]}
 
 
 def scored_from_record(record: dict[str, Any], group: Hashable) -> ScoredEpisode:

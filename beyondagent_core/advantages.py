@@ -155,11 +155,15 @@ def check_advantages(result: Any, batch: AdvantageBatch, *, who: str) -> Advanta
 
 
 def steps_of(turns: Sequence[Turn], spans: Sequence[tuple[int, int]],
-             step_rewards: Sequence[float | None] | None = None) -> tuple[Step, ...]:
+             step_rewards: Sequence[float | None] | None = None, *, replayed: int = 0) -> tuple[Step, ...]:
     """Pair each model turn of `turns` (those with `token_ids`) with its token span.
 
     The observation of a step is the content of the non-model turns since the previous model
-    turn, joined by blank lines. `spans` come from the backend's token sequence, one per model
+    turn, joined by blank lines. The first `replayed` assistant turns without token ids (turns
+    replayed from a stored prefix, `experience.prefix_ratio`; the trajectory's `prefix_turns`
+    metric) are actions but not steps: the policy did not sample them, so they get no span, and
+    the step after them observes only what followed the last one, as it would have after the
+    policy's own action. `spans` come from the backend's token sequence, one per model
     turn in order; a trajectory with fewer recorded model turns than spans (an episode that
     failed mid-turn) pairs what it has and keeps the rest of the spans with empty text.
     """
@@ -171,6 +175,9 @@ def steps_of(turns: Sequence[Turn], spans: Sequence[tuple[int, int]],
             observations.append("\n\n".join(pending))
             actions.append(turn.content)
             pending = []
+        elif turn.role == "assistant" and replayed > 0:  # replayed: the state after it starts here
+            replayed -= 1
+            pending = []
         else:
             pending.append(turn.content)
     steps = []
@@ -181,6 +188,14 @@ def steps_of(turns: Sequence[Turn], spans: Sequence[tuple[int, int]],
                           action=actions[index] if index < len(actions) else "",
                           reward=None if reward is None else float(reward)))
     return tuple(steps)
+
+
+def prefix_turns(trajectory: Trajectory) -> int:
+    """The turns of `trajectory` replayed from a stored prefix before the policy acted (0: none)."""
+    try:
+        return max(0, int(trajectory.metrics.get("prefix_turns", 0) or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tuple[int, int]], length: int,
@@ -196,7 +211,7 @@ def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tupl
         trainable = any(int(end) > int(start) for start, end in spans)
     return ScoredEpisode(group=group, task=trajectory.task, outcome=0.0 if reward is None else float(reward.score),
                          success=bool(reward is not None and reward.success), length=int(length),
-                         steps=steps_of(trajectory.turns, spans, step_rewards),
+                         steps=steps_of(trajectory.turns, spans, step_rewards, replayed=prefix_turns(trajectory)),
                          failure=failure_of(trajectory, trainable=trainable))
 
 

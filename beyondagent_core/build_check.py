@@ -16,20 +16,20 @@ from beyondagent_core.errors import BeyondAgentError, PluginError
 from beyondagent_core.spec import Component, Spec
 
 
-def buildable(spec: Spec) -> list[Component]:
-    """The components of `spec` a run builds in this process, in spec order."""
+def buildable(spec: Spec, *, envs: bool = True) -> list[Component]:
+    """The components of `spec` a run builds in this process, in spec order (`envs` False: no env)."""
     selected = [c for c in [*spec.components.values(), *spec.filters] if c.registration is not None]
-    return [c for c in selected if c.kind != "env" or _env_is_local(c)]
+    return [c for c in selected if c.kind != "env" or (envs and _env_is_local(c))]
 
 
-def build_components(spec: Spec) -> list[str]:
-    """Build each of `buildable(spec)` once (an env is closed again); their key paths.
+def build_components(spec: Spec, *, envs: bool = True) -> list[str]:
+    """Build each of `buildable(spec, envs=envs)` once (an env is closed again); their key paths.
 
     Raises the factory's own `BeyondAgentError` (a `ValueError` is a `SpecError` naming the
     block), or a `PluginError` naming the component for anything else it raises.
     """
     built = []
-    for component in buildable(spec):
+    for component in buildable(spec, envs=envs):
         try:
             obj = component.create()
         except BeyondAgentError:

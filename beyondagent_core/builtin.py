@@ -74,7 +74,8 @@ def beyondagent_workflows() -> list[WorkflowSpec]:
             name="agent",
             factory="beyondagent_core.runtime.agent:AgentWorkflow",
             config_cls=AgentConfig,
-            summary="Your own agent (any framework) run(task, llm_base_url, env), through the OpenAI-compatible gateway.",
+            summary="Your own agent (any framework) run(task, llm_base_url, env, api_key), through the "
+                    "OpenAI-compatible gateway.",
         ),
     ]
 

@@ -187,9 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BeyondAgentError as exc:
         print_error(exc, verbose=args.verbose)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # a run says where it stopped; SIGTERM exits 143, Ctrl-C 130
+        print(f"interrupted: {exc}" if str(exc) else "interrupted", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
     except Exception as exc:  # noqa: BLE001 - a bug: say so plainly, traceback with -v
         from beyondagent_core.secrets import redact
 
@@ -322,8 +322,8 @@ def print_plan(plan: Any) -> None:
     if plan.mixed is not None:
         console.print(f"after mixing (epoch 0): {sum(plan.mixed.values())} tasks = "
                       f"{plan.mixed['original']} original + {plan.mixed['synthetic']} synthetic")
-    if plan.backend:
-        console.print(plan.backend, highlight=False, markup=False)
+    if plan.backend:  # its own lines, never cut where the console is narrow (a terminal wraps them itself)
+        console.print(plan.backend, highlight=False, markup=False, soft_wrap=True)
     console.print("dry run: nothing was explored or trained")
 
 

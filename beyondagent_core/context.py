@@ -53,10 +53,14 @@ def launch_settings(registry: Registry, env: Any) -> dict[str, Any]:
     """How `env.service: launch` starts the env's server: its venv's python and serve arguments."""
     settings: dict[str, Any] = {"args": tuple(getattr(env, "serve_args", ()))}
     if getattr(env, "venv", None):
-        from beyondagent_core.venvs import ensure_venv, registered_recipe
+        from rich.console import Console
+
+        from beyondagent_core.venvs import ensure_venv_with_status, registered_recipe
 
         recipe = registered_recipe(registry, env.venv, where=f"the venv of env {env.name!r}")
-        settings["python"] = str(ensure_venv(recipe).python)
+        # built on first use (minutes of pip): said on stderr, with each step, never silently
+        venv = ensure_venv_with_status(recipe, env.venv, console=Console(stderr=True, highlight=False))
+        settings["python"] = str(venv.python)
     return settings
 
 
@@ -66,6 +70,10 @@ class RunContext:
 
     `resume` is set by `beyondagent run --resume`: the backend continues from its last
     checkpoint in `run_dir` (and says which spec keys differ when it cannot).
+
+    A backend sets `planned_steps` once it knows the run's length, and `report` False when its
+    spec turned the report off: a run stopped by Ctrl-C or SIGTERM then gets a report that says
+    "stopped at step 20 of 80" (`last_step`: the last step reported to `step_finished`).
     """
 
     spec: Spec
@@ -79,6 +87,9 @@ class RunContext:
     _chat_llm: ChatLLM | None = attrs.field(default=None, init=False)
     _built: Built = attrs.field(factory=Built, init=False)  # what it built, to name a failing one
     policy_llm: ChatLLM | None = None
+    planned_steps: int | None = None
+    report: bool = True
+    last_step: int | None = attrs.field(default=None, init=False)
 
     @property
     def run_dir(self) -> Path:
@@ -245,5 +256,6 @@ class RunContext:
 
     def step_finished(self, step: int, metrics: dict[str, Any]) -> None:
         """Report one training step: logged as an event and passed to lifecycle hooks."""
+        self.last_step = step
         self.log.info("train.step", step=step, **metrics)
         self.manager.notify("beyondagent_step_finished", run=self.info, step=step, metrics=metrics)

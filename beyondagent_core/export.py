@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from beyondagent_core.checks import EPOCHS_WHY, MAX_EPOCHS, number
 from beyondagent_core.jsonl import write_tasks
 from beyondagent_core.sources.parquet import write_parquet
 from beyondagent_core.types import count_by_origin
@@ -25,7 +26,7 @@ class ExportConfig:
     """`format`: jsonl (Task records) or parquet (verl rows); `epochs`: how many mixes to write."""
 
     format: str = "jsonl"
-    epochs: int = 1
+    epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_EPOCHS, why=EPOCHS_WHY))
     dir: str = "data"
 
 

@@ -252,10 +252,12 @@ def beyondagent_advantages() -> list[AdvantageSpec]:
 def beyondagent_experience_stores() -> list[ExperienceStoreSpec]:
     """Return the experience stores this plugin provides (the spec's `experience.name`).
 
-    `factory(config)` returns an `ExperienceStore`: `add(experiences)`, `retrieve(task, k)`,
-    `async summarize(trajectories, step=...)`, `stats()`, `close()` (`beyondagent_core.protocols`).
-    A store must persist what it was given (a new store from the same config finds it); one that
-    defines `bind(run)` gets the run (its directory, name, `llm`) right after it is built.
+    `factory(config)` returns an `ExperienceStore`: `add(experiences)`, `retrieve(task, k,
+    exclude_own=False)`, `async summarize(trajectories, step=...)`, `stats()`, `close()`
+    (`beyondagent_core.protocols`). A store must persist what it was given (a new store from the
+    same config finds it); one that defines `bind(run)` gets the run (its directory, name, `llm`)
+    right after it is built; one that defines `examples_of(task)` can start rollouts from a stored
+    successful prefix (`experience.prefix_ratio`).
     """
 
 
@@ -371,7 +373,8 @@ def beyondagent_step_finished(run: RunInfo, step: int, metrics: dict[str, Any]) 
 
 @hookspec
 def beyondagent_run_finished(run: RunInfo, status: str, metrics: dict[str, Any]) -> None:
-    """Called once at the end of a run; `status` is `"ok"` or `"error"`.
+    """Called once at the end of a run; `status` is `"ok"`, `"error"` or `"interrupted"` (Ctrl-C or
+    SIGTERM; `metrics` then has `step` and `total_steps`: where it stopped, when known).
 
     Example::
 

@@ -28,7 +28,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_core.checks import number
+from beyondagent_core.checks import (
+    BACKOFF_WHY,
+    CONCURRENCY_WHY,
+    FRACTION_WHY,
+    MAX_BACKOFF,
+    MAX_CONCURRENCY,
+    MAX_RETRIES,
+    MAX_SECONDS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TOP_K,
+    RETRIES_WHY,
+    SECONDS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TOP_K_WHY,
+    number,
+)
 from beyondagent_core.errors import BeyondAgentError, RunError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.secrets import remember
@@ -63,15 +80,16 @@ class LLMConfig:
     model: str = ""
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float | None = attrs.field(default=None, validator=number(ge=0))
-    top_p: float | None = attrs.field(default=None, validator=number(gt=0, le=1))
-    top_k: int | None = None
-    max_tokens: int | None = attrs.field(default=None, validator=number(gt=0))
-    timeout: float = attrs.field(default=60.0, validator=number(gt=0))
-    max_llm_retries: int = attrs.field(default=3, validator=number(ge=0))
-    backoff_base: float = attrs.field(default=0.5, validator=number(ge=0))
-    backoff_max: float = attrs.field(default=30.0, validator=number(ge=0))
-    max_concurrency: int = attrs.field(default=64, validator=number(gt=0))
+    temperature: float | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TEMPERATURE,
+                                                                           why=TEMPERATURE_WHY))
+    top_p: float | None = attrs.field(default=None, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    top_k: int | None = attrs.field(default=None, validator=number(ge=-1, le=MAX_TOP_K, why=TOP_K_WHY))  # -1, 0: off
+    max_tokens: int | None = attrs.field(default=None, validator=number(gt=0, le=MAX_TOKENS, why=TOKENS_WHY))
+    timeout: float = attrs.field(default=60.0, validator=number(gt=0, le=MAX_SECONDS, why=SECONDS_WHY))
+    max_llm_retries: int = attrs.field(default=3, validator=number(ge=0, le=MAX_RETRIES, why=RETRIES_WHY))
+    backoff_base: float = attrs.field(default=0.5, validator=number(ge=0, le=MAX_BACKOFF, why=BACKOFF_WHY))
+    backoff_max: float = attrs.field(default=30.0, validator=number(ge=0, le=MAX_BACKOFF, why=BACKOFF_WHY))
+    max_concurrency: int = attrs.field(default=64, validator=number(gt=0, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
 
 
 class LLMError(RunError):

@@ -25,9 +25,11 @@ TRAIN_OVERLONG_FRACTION = "train/overlong_fraction"
 TRAIN_SYNTHETIC_FRACTION = "train/synthetic_fraction"
 TRAIN_SUCCESS_RATE_ORIGINAL = "train/success_rate_original"
 TRAIN_SUCCESS_RATE_SYNTHETIC = "train/success_rate_synthetic"
-# Only with experience-guided rollouts (`experience`): success of guided and unguided rollouts.
+# Only with experience-guided rollouts (`experience`): success of guided and unguided rollouts, and
+# (`experience.prefix_ratio`) of those started from a stored prefix (not counted as unguided).
 TRAIN_SUCCESS_RATE_GUIDED = "train/success_rate_guided"
 TRAIN_SUCCESS_RATE_UNGUIDED = "train/success_rate_unguided"
+TRAIN_SUCCESS_RATE_PREFIXED = "train/success_rate_prefixed"
 
 # Only with `agent` episodes (the OpenAI-compatible gateway): the share of episodes whose calls did not
 # all extend one another (several training samples), samples and model calls per episode.

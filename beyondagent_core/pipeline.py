@@ -8,6 +8,7 @@ path and the plugin that provided it.
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +19,13 @@ import attrs
 from beyondagent_core.context import RunContext, RunInfo, TrainingData
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
 from beyondagent_core.failures import check_failures
+from beyondagent_core.interrupts import Interrupted, signal_name, stop_on_signals, stopped_message
 from beyondagent_core.jsonl import BadRecords, OnBadRecord, read_tasks
 from beyondagent_core.logs import get_logger, log_events_to
 from beyondagent_core.plugins import PluginManager, Switches, check_requirements
 from beyondagent_core.registry import Registry
 from beyondagent_core.rundir import create_run_dir, run_dir_of
+from beyondagent_core.run_records import METRICS_FILE
 from beyondagent_core.spec import (
     POLICY_LLM,
     Component,
@@ -326,8 +329,16 @@ def explore_only(session: Session, *, on_bad_record: OnBadRecord = "fail", force
 
 
 def plan(session: Session, *, on_bad_record: OnBadRecord = "fail") -> Plan:
-    """Resolve everything and count tasks without exploring or training (`--dry-run`)."""
+    """Resolve everything and count tasks without exploring or training (`--dry-run`).
+
+    Every component but the env is built first, as `beyondagent validate` builds them: a factory
+    that rejects its config (an `agent` workflow whose entrypoint file or function is missing) fails
+    the dry run. No env is started: that may take a while (a map, a world), and `validate` builds it.
+    """
+    from beyondagent_core.build_check import build_components
+
     spec = session.spec
+    build_components(spec, envs=False)
     bad = BadRecords(on_bad_record)
     train = load_tasks(spec, "tasks.train", bad)
     val = load_tasks(spec, "tasks.val", bad)
@@ -391,7 +402,12 @@ def describe_backend(session: Session) -> str | None:
 
 
 def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool = False) -> dict[str, Any]:
-    """Do the run; returns the backend's final metrics. `resume` continues the run in its directory."""
+    """Do the run; returns the backend's final metrics. `resume` continues the run in its directory.
+
+    A run stopped by Ctrl-C or SIGTERM (`timeout`, kill) unwinds like a failed one, then gets its
+    report and a final `run.finished` event with `status: interrupted` and where it stopped, and
+    raises `Interrupted` ("stopped at step 20 of 80").
+    """
     spec, manager = session.spec, session.manager
     backend = spec.component("backend")
     with guarded(backend, "building the backend"):
@@ -409,26 +425,57 @@ def run(session: Session, *, on_bad_record: OnBadRecord = "fail", resume: bool =
     started = time.perf_counter()
     log.info("run.started", run=spec.run.name, run_dir=str(run_dir))
     manager.notify("beyondagent_run_started", run=info)
-    status, metrics = "error", {}
+    status, metrics, stopped = "error", {}, {}
     try:
-        bad = BadRecords(on_bad_record)
-        train = load_tasks(spec, "tasks.train", bad)
-        val = load_tasks(spec, "tasks.val", bad)
-        synthetic, _ = explore(context, train, bad)
-        if getattr(trainer, "judges_tasks", True):
-            for tasks, where in ((train, "tasks.train"), (val, "tasks.val"), (synthetic, f"{cache_path(spec)}")):
-                check_task_judges(tasks, session.registry, where)
-        mixer = spec.component("mixture")
-        with guarded(mixer, "building the mixer"):
-            data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)
-        log.info("data.ready", original=len(train), synthetic=len(synthetic), val=len(val),
-                 skipped_bad_records=bad.count)
-        with guarded(backend, "training", context):
-            metrics = trainer.train(data, context) or {}
+        with stop_on_signals():
+            metrics = _train(session, context, trainer, on_bad_record)
         status = "ok"
         return metrics
+    except KeyboardInterrupt as exc:
+        status = "interrupted"
+        stopped = _stopped(context, exc)
+        raise Interrupted(stopped["stopped"], signum=getattr(exc, "signum", signal.SIGINT)) from None
     finally:
         context.close()
-        log.info("run.finished", status=status, seconds=round(time.perf_counter() - started, 3), **metrics)
-        manager.notify("beyondagent_run_finished", run=info, status=status, metrics=metrics)
+        log.info("run.finished", status=status, seconds=round(time.perf_counter() - started, 3), **stopped, **metrics)
+        manager.notify("beyondagent_run_finished", run=info, status=status,
+                       metrics=metrics or {key: value for key, value in stopped.items() if isinstance(value, int)})
         log_events_to(None)
+
+
+def _train(session: Session, context: RunContext, trainer: Any, on_bad_record: OnBadRecord) -> dict[str, Any]:
+    """Tasks, exploration, judges checked, the mix, then the backend's training; its final metrics."""
+    spec = session.spec
+    bad = BadRecords(on_bad_record)
+    train = load_tasks(spec, "tasks.train", bad)
+    val = load_tasks(spec, "tasks.val", bad)
+    synthetic, _ = explore(context, train, bad)
+    if getattr(trainer, "judges_tasks", True):
+        for tasks, where in ((train, "tasks.train"), (val, "tasks.val"), (synthetic, f"{cache_path(spec)}")):
+            check_task_judges(tasks, session.registry, where)
+    mixer = spec.component("mixture")
+    with guarded(mixer, "building the mixer"):
+        data = TrainingData(train, synthetic, val, mixer.create(), spec.run.seed)
+    log.info("data.ready", original=len(train), synthetic=len(synthetic), val=len(val),
+             skipped_bad_records=bad.count)
+    with guarded(spec.component("backend"), "training", context):
+        return trainer.train(data, context) or {}
+
+
+def _stopped(context: RunContext, exc: BaseException) -> dict[str, Any]:
+    """Where an interrupted run stopped, for its final event; its report says so too (when it has metrics)."""
+    message = f"{stopped_message(context.last_step, context.planned_steps)} ({signal_name(exc)})"
+    found: dict[str, Any] = {"stopped": message, "signal": signal_name(exc)}
+    if context.last_step is not None:
+        found["step"] = context.last_step
+    if context.planned_steps is not None:
+        found["total_steps"] = context.planned_steps
+    if context.report and (context.run_dir / METRICS_FILE).is_file():
+        try:
+            from beyondagent_core.report import write_report
+
+            found["report"] = str(write_report(context.run_dir, title=context.info.name, stopped=message))
+        except Exception as error:  # noqa: BLE001 - no matplotlib, odd numbers: the event still says where it stopped
+            log.warning("run.report_failed", error=f"{type(error).__name__}: {error}",
+                        hint=f"beyondagent report {context.run_dir} draws it")
+    return found

@@ -247,16 +247,20 @@ class ExperienceStore(Protocol):
     """Keeps `Experience` records (`beyondagent_core.experience`) across runs and finds them per task.
 
     `add` returns how many were new (near-identical ones are deduplicated); `retrieve` the `k`
-    most relevant to `task`, best first; `summarize` turns finished trajectories into new
-    experiences (it does not add them); `stats` counts for the run's metrics. A store must
-    persist: a new store built from the same config (another process, a later run) finds what
-    was added. A store may define `bind(run)`: it is then given the run (`run.run_dir`,
-    `run.info.name`, `run.chat_llm()`) right after it is built, before any other call.
+    most relevant to `task`, best first — with `exclude_own=True` (validation) none learned on
+    `task` itself (`experience.same_task`; a store whose `retrieve` lacks the keyword has its
+    answer filtered instead, and may then return fewer); `summarize` turns finished trajectories
+    into new experiences (it does not add them); `stats` counts for the run's metrics. A store
+    must persist: a new store built from the same config (another process, a later run) finds
+    what was added. A store may define `bind(run)`: it is then given the run (`run.run_dir`,
+    `run.info.name`, `run.chat_llm()`) right after it is built, before any other call; and
+    `examples_of(task) -> list[Experience]`: its records of successful trajectories of that very
+    task carrying `metadata["turns"]`, which prefix sampling (`experience.prefix_ratio`) replays.
     """
 
     def add(self, experiences: Sequence[Experience]) -> int: ...
 
-    def retrieve(self, task: Task, k: int) -> list[Experience]: ...
+    def retrieve(self, task: Task, k: int, *, exclude_own: bool = False) -> list[Experience]: ...
 
     async def summarize(self, trajectories: Sequence[Trajectory], *, step: int) -> list[Experience]: ...
 

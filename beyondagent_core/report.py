@@ -54,13 +54,16 @@ class Panel:
     png_base64: str
 
 
-def write_report(run_dir: Path, *, title: str | None = None) -> Path:
-    """Write `<run_dir>/report.html` from the run's metrics and samples; return its path."""
+def write_report(run_dir: Path, *, title: str | None = None, stopped: str | None = None) -> Path:
+    """Write `<run_dir>/report.html` from the run's metrics and samples; return its path.
+
+    `stopped`: how a run that did not finish ended ("stopped at step 20 of 80 (SIGTERM)"), said at
+    the top of the page and in its summary."""
     run_dir = Path(run_dir)
     records = merge_by_step(read_metrics(run_dir))
     samples = pick_samples(read_samples(run_dir))
     name = title or run_dir.resolve().name
-    page = render_page(name, run_dir, records, samples)
+    page = render_page(name, run_dir, records, samples, stopped=stopped)
     path = run_dir / REPORT_FILE
     _write_text_atomic(path, page)
     return path
@@ -353,7 +356,7 @@ table.summary th, table.summary td { text-align: left; padding: 0.3em 1em 0.3em 
 table.summary th { font-weight: 600; white-space: nowrap; }
 figure { margin: 1.2em 0; } figure img { max-width: 100%; border: 1px solid #e3e3e6; }
 figcaption { font-weight: 600; margin-bottom: 0.3em; }
-.empty { padding: 1em; background: #fff6e5; border: 1px solid #f0d8a8; }
+.empty, .stopped { padding: 1em; background: #fff6e5; border: 1px solid #f0d8a8; }
 .episode { border: 1px solid #d8d8dc; border-radius: 6px; margin: 0.8em 0; padding: 0.6em 0.9em; }
 .episode .meta { font-size: 0.9em; } .ok { color: #1a7f37; } .fail { color: #b42318; }
 .error { background: #fdecea; border: 1px solid #f5c2bd; padding: 0.4em 0.6em; margin: 0.5em 0; }
@@ -364,7 +367,7 @@ pre { white-space: pre-wrap; word-break: break-word; background: #f6f6f8; paddin
 
 
 def render_page(name: str, run_dir: Path, records: Sequence[Record],
-                samples: Sequence[tuple[int, list[Record]]]) -> str:
+                samples: Sequence[tuple[int, list[Record]]], *, stopped: str | None = None) -> str:
     generated = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime())
     parts = [
         "<!DOCTYPE html>",
@@ -374,8 +377,10 @@ def render_page(name: str, run_dir: Path, records: Sequence[Record],
         f"<h1>{_esc(name)}</h1>",
         f'<p class="muted">Training report for <code>{_esc(str(run_dir))}</code>, generated {generated}.</p>',
     ]
+    if stopped:
+        parts.append(f'<p class="stopped">The run did not finish: {_esc(stopped)}.</p>')
     if records:
-        parts.append(_summary_html(summary_rows(records)))
+        parts.append(_summary_html(([("Status", stopped)] if stopped else []) + summary_rows(records)))
         parts.extend(_panel_html(panel) for panel in draw_panels(records))
     else:
         parts.append('<p class="empty">No steps were recorded: <code>metrics.jsonl</code> is missing or empty '

@@ -13,7 +13,9 @@ saved spec, with every URL's credentials (`beyondagent_core.secrets`).
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import stat
 import types
 import typing
 from pathlib import Path
@@ -24,7 +26,34 @@ import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf import errors as oc_errors
 
-from beyondagent_core.checks import FieldRangeError, component_references, number
+from beyondagent_core.checks import (
+    BATCH_WHY,
+    COEF_WHY,
+    CONCURRENCY_WHY,
+    EPOCHS_WHY,
+    FRACTION_WHY,
+    GROUP_WHY,
+    LR_WHY,
+    MAX_BATCH,
+    MAX_COEF,
+    MAX_CONCURRENCY,
+    MAX_EPOCHS,
+    MAX_GROUP,
+    MAX_LR,
+    MAX_RATIO,
+    MAX_REWARD,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_TOKENS,
+    RATIO_WHY,
+    REWARD_WHY,
+    SECONDS_WHY,
+    SEED_WHY,
+    TOKENS_WHY,
+    FieldRangeError,
+    component_references,
+    number,
+)
 from beyondagent_core.episode_records import DEFAULT_EPISODES, check_sampling
 from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.experience import ExperienceBlock
@@ -42,6 +71,9 @@ PLUGIN_SETTINGS = "plugins.settings."  # a URL in a plugin's settings is a notif
 
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+MAX_LORA_RANK = 65536
+MAX_EXPLORATIONS = 10_000
+MAX_CPUS = 4096
 
 
 def _check_run_name(instance: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -55,7 +87,7 @@ def _check_run_name(instance: Any, attribute: attrs.Attribute, value: str) -> No
 class RunSection:
     name: str = attrs.field(default="run", validator=_check_run_name)
     output_dir: str = "runs"
-    seed: int = 0
+    seed: int = attrs.field(default=0, validator=number(ge=0, le=MAX_SEED, why=SEED_WHY))
     profile: str | None = None  # the profile `--profile` applied (set by the loader, for the record)
 
 
@@ -67,10 +99,11 @@ class LoraSection:
     to adapt (`all-linear`: every linear layer but the output head), `dropout` on the adapters'
     input. Checkpoints hold only the adapters; eval and export merge them into the base weights."""
 
-    rank: int = attrs.field(default=8, validator=number(ge=1))
-    alpha: float = attrs.field(default=16.0, validator=number(gt=0))
+    rank: int = attrs.field(default=8, validator=number(ge=1, le=MAX_LORA_RANK, why="meaning: a rank above any layer's width "
+                                                        "is no longer low-rank"))
+    alpha: float = attrs.field(default=16.0, validator=number(gt=0, le=MAX_COEF * MAX_LORA_RANK, why=COEF_WHY))
     target_modules: list[str] = attrs.field(factory=lambda: ["all-linear"])
-    dropout: float = attrs.field(default=0.0, validator=number(ge=0, lt=1))
+    dropout: float = attrs.field(default=0.0, validator=number(ge=0, lt=1, why=FRACTION_WHY))
 
 
 @attrs.define
@@ -106,19 +139,26 @@ class OverlongShaping:
     `max_len - buffer_len` gets `min(0, -(L - (max_len - buffer_len)) / buffer_len * penalty_factor)`
     added to its reward; `max_len` None: the backend's response limit (torch: `backend.max_new_tokens`)."""
 
-    buffer_len: int = MISSING
-    penalty_factor: float = 1.0
-    max_len: int | None = None
+    buffer_len: int = attrs.field(default=MISSING, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    penalty_factor: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_REWARD, why=REWARD_WHY))
+    max_len: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+
+
+def _check_fields(value: Any, prefix: str) -> None:
+    """Run the field validators of a nested section (`algorithm.overlong`) once OmegaConf has built it, naming
+    the field with its section (`overlong.buffer_len`): the spec loader adds the rest of the key path."""
+    for field in attrs.fields(type(value)):
+        if field.validator is not None:
+            try:
+                field.validator(value, field, getattr(value, field.name))
+            except FieldRangeError as exc:
+                raise FieldRangeError(f"{prefix}.{field.name}", exc.message) from None
 
 
 def _check_overlong(instance: Any, attribute: attrs.Attribute, value: OverlongShaping | None) -> None:
     if value is None:
         return
-    for field, check in (("buffer_len", number(ge=1)), ("penalty_factor", number(ge=0)), ("max_len", number(ge=1))):
-        try:
-            check(value, attrs.fields_dict(OverlongShaping)[field], getattr(value, field))
-        except FieldRangeError as exc:
-            raise FieldRangeError(f"overlong.{field}", exc.message) from None
+    _check_fields(value, "overlong")
     if value.max_len is not None and value.max_len <= value.buffer_len:
         raise FieldRangeError("overlong.max_len", f"must be > algorithm.overlong.buffer_len ({value.buffer_len}), "
                                                   f"got {value.max_len}")
@@ -137,19 +177,15 @@ class SftWarmup:
     examples per optimizer step."""
 
     data: str = MISSING
-    epochs: int = attrs.field(default=1, validator=number(ge=1))
-    lr: float | None = attrs.field(default=None, validator=number(gt=0))
-    batch_size: int = attrs.field(default=8, validator=number(ge=1))
+    epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_EPOCHS, why=EPOCHS_WHY))
+    lr: float | None = attrs.field(default=None, validator=number(gt=0, le=MAX_LR, why=LR_WHY))
+    batch_size: int = attrs.field(default=8, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
 
 
 def _check_sft(instance: Any, attribute: attrs.Attribute, value: SftWarmup | None) -> None:
     if value is None:
         return
-    for field, check in (("epochs", number(ge=1)), ("lr", number(gt=0)), ("batch_size", number(ge=1))):
-        try:
-            check(value, attrs.fields_dict(SftWarmup)[field], getattr(value, field))
-        except FieldRangeError as exc:
-            raise FieldRangeError(f"sft.{field}", exc.message) from None
+    _check_fields(value, "sft")
     if not str(value.data).strip():
         raise FieldRangeError("sft.data", f"must be one of {', '.join(SFT_SOURCES)} or a JSONL file, got ''")
 
@@ -164,20 +200,22 @@ class AlgorithmSection:
     Each backend checks the names it implements."""
 
     name: str = "grpo"
-    group_size: int = attrs.field(default=8, validator=number(ge=1))
+    group_size: int = attrs.field(default=8, validator=number(ge=1, le=MAX_GROUP, why=GROUP_WHY))
     norm_adv_by_std: bool = True
-    clip_ratio: float = attrs.field(default=0.2, validator=number(gt=0))
-    clip_ratio_low: float | None = attrs.field(default=None, validator=number(gt=0, lt=1))
-    clip_ratio_high: float | None = attrs.field(default=None, validator=number(gt=0))
-    clip_ratio_c: float = attrs.field(default=3.0, validator=number(gt=1))
-    kl_coef: float = attrs.field(default=0.001, validator=number(ge=0))
+    clip_ratio: float = attrs.field(default=0.2, validator=number(gt=0, le=MAX_RATIO, why=RATIO_WHY))
+    clip_ratio_low: float | None = attrs.field(default=None, validator=number(
+        gt=0, lt=1, why="meaning: the ratio's lower clip 1 - clip_ratio_low must stay above 0"))
+    clip_ratio_high: float | None = attrs.field(default=None, validator=number(gt=0, le=MAX_RATIO, why=RATIO_WHY))
+    clip_ratio_c: float = attrs.field(default=3.0, validator=number(gt=1, le=MAX_RATIO, why=RATIO_WHY))
+    kl_coef: float = attrs.field(default=0.001, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
     kl_type: str = "low_var_kl"
     loss_agg_mode: str = "token-mean"
-    entropy_coeff: float = attrs.field(default=0.0, validator=number(ge=0))
+    entropy_coeff: float = attrs.field(default=0.0, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
     policy_loss: str = "vanilla"
     overlong: OverlongShaping | None = attrs.field(default=None, validator=_check_overlong)
     dynamic_sampling: bool = False
-    max_gen_batches: int = attrs.field(default=10, validator=number(ge=1))
+    max_gen_batches: int = attrs.field(default=10, validator=number(
+        ge=1, le=1000, why="time: each generation batch is a step's rollouts again"))
     sft: SftWarmup | None = attrs.field(default=None, validator=_check_sft)
 
 
@@ -255,7 +293,7 @@ class EnvBlock:
     name: str | None = None
     service: str = attrs.field(default="local", validator=_check_service)
     serve_args: list[str] = attrs.field(factory=list)
-    call_timeout: float | None = attrs.field(default=None, validator=number(gt=0))
+    call_timeout: float | None = attrs.field(default=None, validator=number(gt=0, le=MAX_SECONDS, why=SECONDS_WHY))
 
 
 @attrs.define
@@ -271,14 +309,16 @@ class ExploreBlock:
     """
 
     name: str | None = None
-    n: int = attrs.field(default=0, validator=number(ge=0))
-    workers: int = attrs.field(default=4, validator=number(ge=1))
+    n: int = attrs.field(default=0, validator=number(ge=0, le=MAX_EXPLORATIONS, why="time: explorations per seed task, "
+                                                                                   "each an LLM agent's episode"))
+    workers: int = attrs.field(default=4, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
     cache: str | None = None
     executor: str = attrs.field(default="local", validator=attrs.validators.in_(("local", "ray")))
     ray_address: str | None = None
-    ray_actors: int = attrs.field(default=2, validator=number(ge=1))
-    ray_num_cpus: float = attrs.field(default=0.25, validator=number(gt=0))
-    max_failed_fraction: float = attrs.field(default=0.0, validator=number(ge=0, le=1))
+    ray_actors: int = attrs.field(default=2, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
+    ray_num_cpus: float = attrs.field(default=0.25, validator=number(gt=0, le=MAX_CPUS, why="meaning: more CPUs than any "
+                                                                                           "machine has"))
+    max_failed_fraction: float = attrs.field(default=0.0, validator=number(ge=0, le=1, why=FRACTION_WHY))
 
 
 @attrs.define
@@ -410,15 +450,9 @@ def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
                    profile: str | None = None) -> RawSpec:
     """Read a YAML spec, apply a profile and dot-list overrides, resolve `${...}` interpolations."""
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"spec file not found: {path}",
-                        hint="check the path; examples/quickstart.yaml is a spec to start from")
-    size = path.stat().st_size
-    if size > SPEC_MAX_BYTES:
-        raise SpecError(f"the spec is {size} bytes; a spec file may be at most {SPEC_MAX_BYTES}", where=str(path),
-                        hint="keep data (tasks, prompts) in files the spec names, not in the spec itself")
+    data = _read_spec_bytes(path)
     try:
-        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is not part of the YAML
+        text = data.decode("utf-8-sig")  # a byte-order mark is not part of the YAML
     except UnicodeDecodeError as exc:
         raise SpecError(f"the spec is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x})",
                         where=str(path), hint="is this the right file? a spec is a YAML text file") from None
@@ -434,6 +468,48 @@ def load_spec_file(path: str | Path, overrides: list[str] | tuple[str, ...] = ()
     except oc_errors.OmegaConfBaseException as exc:
         raise SpecError(f"cannot read the spec: {exc.msg}", where=str(path)) from None
     return parse_spec(config, overrides, path=path, profile=profile)
+
+
+_NOT_A_FILE = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+_START_HINT = "examples/quickstart.yaml is a spec to start from"
+
+
+def _read_spec_bytes(path: Path) -> bytes:
+    """The spec file's bytes; a SpecError that says what `path` is when it is not a readable YAML file
+    (missing, a directory, a device such as /dev/zero, a pipe, unreadable, too big). Nothing but a
+    regular file is opened, and at most SPEC_MAX_BYTES are read."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        what = f" (a symbolic link to {os.readlink(path)}, which does not exist)" if path.is_symlink() else ""
+        raise SpecError(f"spec file not found: {path}{what}", hint=f"check the path; {_START_HINT}") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read the spec {path}: {exc.strerror or exc}",
+                        hint="check the path and its permissions") from None
+    for test, what in _NOT_A_FILE:
+        if test(found.st_mode):
+            hint = f"pass a YAML spec file; {_START_HINT}"
+            if what == "a directory":
+                inside = sorted(str(p) for p in path.glob("*.y*ml"))
+                hint = (f"pass a spec file in it: {', '.join(inside[:3])}{', ...' if len(inside) > 3 else ''}" if inside else
+                        f"it has no .yaml file; {_START_HINT}")
+            raise SpecError(f"the spec path {path} is {what}, not a file", where=str(path), hint=hint)
+    if found.st_size > SPEC_MAX_BYTES:
+        raise SpecError(f"the spec is {found.st_size} bytes; a spec file may be at most {SPEC_MAX_BYTES}",
+                        where=str(path), hint="keep data (tasks, prompts) in files the spec names, not in the spec itself")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(SPEC_MAX_BYTES + 1)
+    except PermissionError:
+        raise SpecError(f"the spec {path} is not readable (permission denied)", where=str(path),
+                        hint="check its permissions (ls -l), or copy it somewhere you can read") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read the spec {path}: {exc.strerror or exc}", where=str(path)) from None
+    if len(data) > SPEC_MAX_BYTES:  # it grew since stat
+        raise SpecError(f"the spec is more than {SPEC_MAX_BYTES} bytes", where=str(path),
+                        hint="keep data (tasks, prompts) in files the spec names, not in the spec itself")
+    return data
 
 
 def parse_spec(data: Any, overrides: list[str] | tuple[str, ...] = (), *, path: Path | None = None,
@@ -662,7 +738,7 @@ def structured(cls: type, data: dict[str, Any], prefix: str, where: str, *,
     except FieldRangeError as exc:
         key_path = _join(prefix, _range_error_path(cls, data, exc.field))
         raise SpecError(f"{key_path} {exc.message}", where=f"{where}, key {key_path}",
-                        hint=f"set {key_path} to a value in range") from None
+                        hint=f"set {key_path} to a value in range{owner}") from None
     except (oc_errors.ValidationError, TypeError, ValueError) as exc:
         raise SpecError(f"invalid {prefix or 'spec'}: {_first_line(exc)}", where=f"{where}, key {prefix}") from None
 
@@ -745,14 +821,18 @@ def _unwrap_optional(tp: Any) -> Any:
 
 def _range_error_path(cls: type, data: dict[str, Any], field: str) -> str:
     """The dotted path of the field a range check refused: `field` itself, or inside a nested
-    section the data sets (`lora.rank`); a range check only knows its own attribute's name."""
+    section the data sets (`lora.rank`, `llm_judge.llm.timeout`); a range check only knows its
+    own attribute's name."""
     if field in data:
         return field
     for key, value in data.items():
         nested = _unwrap_optional(typing.get_type_hints(cls).get(key))
-        if isinstance(value, dict) and isinstance(nested, type) and attrs.has(nested) and \
-                field in {f.name for f in attrs.fields(nested)}:
-            return f"{key}.{field}"
+        if isinstance(value, dict) and isinstance(nested, type) and attrs.has(nested):
+            if field in {f.name for f in attrs.fields(nested)} and field in value:
+                return f"{key}.{field}"
+            inner = _range_error_path(nested, value, field)
+            if inner != field:
+                return f"{key}.{inner}"
     return field
 
 

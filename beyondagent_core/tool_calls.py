@@ -151,7 +151,7 @@ def call_arguments(call: dict[str, Any]) -> dict[str, Any]:
         return raw
     try:
         value = json.loads(raw or "{}")
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -227,8 +227,10 @@ def _parse_body(body: str, *, python: bool = True, json_ok: bool = True) -> tupl
     if json_ok and body.startswith(("{", "[")):
         try:
             value = json.loads(body)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             json_error = f"not JSON ({exc.msg} at character {exc.pos})"
+        except (ValueError, RecursionError) as exc:  # an integer past 4,300 digits; nesting past the stack
+            json_error = f"not JSON ({type(exc).__name__}: {str(exc)[:80]})"
         else:
             return _from_json(value)
         if body.startswith("{") or not python:
@@ -252,7 +254,7 @@ def _from_json(value: Any) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
+            except (ValueError, RecursionError):
                 errors.append(f"{name!s:.40}: arguments are text that is not JSON")
                 continue
         key, value = next(iter(item.items()), (None, None))
@@ -327,6 +329,6 @@ def _check_call(name: str, arguments: dict[str, Any]) -> str | None:
         return f"{name}: argument names must be identifiers, got {', '.join(repr(key)[:30] for key in bad[:3])}"
     try:
         json.dumps(arguments)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return f"{name}: arguments must be JSON values (sets, bytes and other Python objects are not)"
     return None

@@ -31,6 +31,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
@@ -192,10 +193,12 @@ def ensure_venv(recipe: VenvRecipe, *, rebuild: bool = False,
     if venv.ready and not rebuild:
         return venv
     venv.path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(venv.path.with_name(venv.path.name + ".lock")):
+    say = progress or (lambda _: None)
+    with _locked(venv.path.with_name(venv.path.name + ".lock"),
+                 waiting=lambda: say("waiting for another process that is building it")):
         if venv.ready and not rebuild:
             return venv
-        _build(venv, progress or (lambda _: None))
+        _build(venv, say)
     return venv
 
 
@@ -212,13 +215,56 @@ def ensure_venv_printed(recipe: VenvRecipe, title: str, *, takes: str, rebuild: 
     return venv
 
 
-def ensure_venv_with_status(recipe: VenvRecipe, label: str, *, rebuild: bool = False,
-                            console: Any | None = None) -> Venv:
-    """`ensure_venv` showing each build step on a rich `console`'s status line ("verl venv: ...")."""
+HEARTBEAT_S = 30.0  # how often a build that prints to a file or a pipe says it is still running
+
+
+def ensure_venv_with_status(recipe: VenvRecipe, label: str, *, rebuild: bool = False, console: Any | None = None,
+                            takes: str = "a few minutes", heartbeat_s: float = HEARTBEAT_S) -> Venv:
+    """`ensure_venv` that says on a rich `console` when the venv must be built first (a dry run or a run
+    that needs it is otherwise silent for minutes): where, about how long, how to build it ahead, then
+    each step as it starts with the time so far, a line every `heartbeat_s` while a step runs (a
+    status line with the seconds counting on a terminal), and the total at the end."""
     if console is None:
         return ensure_venv(recipe, rebuild=rebuild)
-    with console.status(f"{label} venv: checking") as status:
-        return ensure_venv(recipe, rebuild=rebuild, progress=lambda step: status.update(f"{label} venv: {step}"))
+    venv = locate(recipe)
+    if venv.ready and not rebuild:
+        return venv
+    console.print(f"building the {label} venv (once, {takes}; `beyondagent venv build {recipe.name}` builds it "
+                  f"ahead) in {venv.path}; its log: {venv.log_path}", highlight=False, markup=False)
+    started = time.monotonic()
+    current = ["checking"]
+    done = threading.Event()
+    terminal = bool(getattr(console, "is_terminal", False))
+
+    def elapsed() -> str:
+        return _clock(time.monotonic() - started)
+
+    def progress(step: str) -> None:
+        current[0] = step
+        console.print(f"  [{elapsed()}] {step}", highlight=False, markup=False)
+
+    with console.status(f"{label} venv: building") if terminal else contextlib.nullcontext() as status:
+        def beat() -> None:
+            while not done.wait(1.0 if terminal else heartbeat_s):
+                if status is not None:
+                    status.update(f"{label} venv: {current[0]} ({elapsed()})")
+                else:
+                    console.print(f"  [{elapsed()}] still at: {current[0]}", highlight=False, markup=False)
+
+        ticker = threading.Thread(target=beat, name="venv-build-progress", daemon=True)
+        ticker.start()
+        try:
+            venv = ensure_venv(recipe, rebuild=rebuild, progress=progress)
+        finally:
+            done.set()
+            ticker.join(timeout=5)
+    console.print(f"{label} venv ready in {elapsed()}: {venv.path}", highlight=False, markup=False)
+    return venv
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
 
 
 def probe_venv(venv: Venv, module: str, *, label: str, setup_command: str) -> dict[str, Any]:
@@ -232,9 +278,14 @@ def probe_venv(venv: Venv, module: str, *, label: str, setup_command: str) -> di
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, waiting: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """An exclusive lock on `path`; `waiting()` is called first when another process holds it."""
     with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            waiting()
+            fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -109,6 +109,9 @@ MALFORMED = [
     ("[f(x=b'raw')]", 0, 1),                                                 # bytes neither
     ("{" * 5000 + "}" * 5000, 0, 1),                                         # deep nesting
     ("[" + "f(x=[" * 200 + "]" * 200 + ")]", 0, 1),
+    ('<tool_call>{"name": "f", "arguments": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}</tool_call>", 0, 1),
+    ('<tool_call>{"name": "f", "arguments": "' + "[" * 100_000 + '"}</tool_call>', 0, 1),  # nested past the stack
+    ('<tool_call>{"name": "f", "arguments": {"a": ' + "9" * 5000 + "}}</tool_call>", 0, 1),  # an int past 4,300 digits
     ("```json\n{\"name\": \"ls\", \"arguments\": }\n```", 0, 1),
 ]
 

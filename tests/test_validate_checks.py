@@ -138,8 +138,9 @@ def test_an_env_served_elsewhere_is_not_built_here(plugin_manager, tmp_path) -> 
 def test_build_components_raises_the_factorys_spec_error(plugin_manager, tmp_path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
-    session = pipeline.prepare(spec, ["tasks.train.count=-1"], manager=plugin_manager)
-    with pytest.raises(SpecError, match="invalid tasks.train"):
+    # each number is in range (a range is checked when the spec is read); together they are not
+    session = pipeline.prepare(spec, ["tasks.train.start=999999"], manager=plugin_manager)
+    with pytest.raises(SpecError, match="invalid tasks.train: start \\+ count must be at most"):
         build_components(session.spec)
 
 

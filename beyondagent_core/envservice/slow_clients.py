@@ -34,11 +34,14 @@ SUMMARY_INTERVAL = 10.0
 class SlowClients:
     """Slow clients closed: a count, a debug line each, at most one info line per `interval` seconds.
 
-    Used on the event loop only (the protocol's timer callbacks), so it needs no lock.
+    Used on the event loop only (the protocol's timer callbacks), so it needs no lock. `name` is
+    the server the events are named after (`<name>.slow_clients_closed`), `setting` the deadline's.
     """
 
-    def __init__(self, interval: float = SUMMARY_INTERVAL):
+    def __init__(self, interval: float = SUMMARY_INTERVAL, *, name: str = "envservice",
+                 setting: str = "--header-timeout"):
         self.interval = interval
+        self.name, self.setting = name, setting
         self.closed = 0
         self._unreported = 0
         self._summary: asyncio.TimerHandle | None = None
@@ -46,7 +49,7 @@ class SlowClients:
     def record(self, header_timeout: float) -> None:
         self.closed += 1
         self._unreported += 1
-        log.debug("envservice.slow_client_closed", seconds=header_timeout)
+        log.debug(f"{self.name}.slow_client_closed", seconds=header_timeout)
         if self._summary is None:  # the first close of a burst: report the burst `interval` from now
             self._summary = asyncio.get_running_loop().call_later(self.interval, self.flush)
 
@@ -57,8 +60,8 @@ class SlowClients:
             self._summary = None
         if self._unreported:
             count, self._unreported = self._unreported, 0
-            log.info("envservice.slow_clients_closed", closed=count, last_s=self.interval, total=self.closed,
-                     why="no complete request headers within --header-timeout")
+            log.info(f"{self.name}.slow_clients_closed", closed=count, last_s=self.interval, total=self.closed,
+                     why=f"no complete request headers within {self.setting}")
 
 
 def no_delay(transport: Any) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import attrs
 
 from beyondagent_core.checks import MISSING
+from beyondagent_core.checks import MAX_SECONDS, MAX_TASKS, SECONDS_WHY, TASKS_WHY, number
 from beyondagent_core.envservice import protocol
 from beyondagent_core.errors import DataError
 from beyondagent_core.jsonl import BadRecords
@@ -31,8 +32,8 @@ class EnvServiceSourceConfig:
     env_type: str = MISSING
     split: str = "train"
     token_env: str | None = None
-    limit: int | None = None
-    timeout: float = 60.0
+    limit: int | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TASKS, why=TASKS_WHY))
+    timeout: float = attrs.field(default=60.0, validator=number(gt=0, le=MAX_SECONDS, why=SECONDS_WHY))
 
 
 class EnvServiceTaskSource:

@@ -8,11 +8,18 @@ ignored (the model is the policy being trained). Bookkeeping fields a client may
 `metadata`, `store`, `parallel_tool_calls`, `service_tier`) are ignored. Any other parameter is a
 400 naming it, unless it is sent at its neutral value (`presence_penalty: 0`, `logprobs: false`,
 ...), which changes nothing.
+
+JSON the gateway walks (`tools`, tool-call arguments, as objects or as JSON text) may nest at
+most `MAX_DEPTH` levels (a 400 past that, as is JSON too deep for the parser).
+
+`reward_score(value)` checks a reward an agent gives (posted to `/reward` or returned by its
+`run`): a finite number within +-`REWARD_LIMIT`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from typing import Any
@@ -26,8 +33,12 @@ NEUTRAL = {"presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0), "logprob
            "logit_bias": ({},), "seed": (), "response_format": ({"type": "text"},)}
 SUPPORTED = ("messages", "tools", "tool_choice", "n", "stop", "max_tokens", "max_completion_tokens",
              "temperature", "top_p", "stream", "stream_options")
-MAX_N = 16
+MAX_N = 16  # the most choices any request may ask for; an episode's own limit is lower (workflow.max_n)
 MAX_STOP = 4
+MAX_DEPTH = 64  # levels of JSON in tools and tool-call arguments: a schema of 30 nested objects fits
+# Rewards are finite and within +-1e6: a score past that is a bug in the agent, and far past it the
+# group statistics overflow (1e308 made every advantage of its group 0; NaN stopped the run).
+REWARD_LIMIT = 1e6
 
 
 class ApiError(Exception):
@@ -141,7 +152,16 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
             raise bad_request(f"{where}.tool_calls[{index}] needs function.name", param=f"{where}.tool_calls")
         arguments = function.get("arguments", "{}")
-        if not isinstance(arguments, str):
+        at = f"{where}.tool_calls[{index}].function.arguments"
+        if isinstance(arguments, str):
+            try:
+                _check_depth(json.loads(arguments), at)
+            except RecursionError:
+                raise bad_request(f"{at} is JSON nested more than {MAX_DEPTH} levels deep", param=at) from None
+            except ValueError:
+                pass  # not JSON: text the template shows as it is
+        else:
+            _check_depth(arguments, at)
             arguments = json.dumps(arguments, ensure_ascii=False)
         checked.append({"id": str(call.get("id") or f"call_{index}"), "type": "function",
                         "function": {"name": function["name"], "arguments": arguments}})
@@ -157,12 +177,26 @@ def _tools(tools: Any, choice: Any) -> list[dict[str, Any]] | None:
     if not isinstance(tools, list):
         raise bad_request("tools must be a list of {\"type\": \"function\", \"function\": {...}}", param="tools")
     for index, tool in enumerate(tools):
+        _check_depth(tool, f"tools[{index}]")
         function = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(function, dict) \
                 or not isinstance(function.get("name"), str):
             raise bad_request(f"tools[{index}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}",
                               param=f"tools[{index}]")
     return tools or None
+
+
+def _check_depth(value: Any, where: str) -> None:
+    """A 400 when `value` nests lists and objects more than MAX_DEPTH levels deep (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            raise bad_request(f"{where} is JSON nested more than {MAX_DEPTH} levels deep", param=where)
+        stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)
+                     if isinstance(child, (dict, list)))
 
 
 def _stop(stop: Any) -> tuple[str, ...]:
@@ -187,6 +221,19 @@ def _number(value: Any, name: str, low: float, high: float, *, low_open: bool = 
             (low < value if low_open else low <= value) and value <= high):
         interval = f"{'(' if low_open else '['}{low}, {high}]"
         raise bad_request(f"{name} must be a number in {interval}, got {value!r}", param=name)
+    return float(value)
+
+
+def reward_score(value: Any) -> float:
+    """`value` as a reward score; a ValueError saying what a score must be otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"a reward score must be a number, got {type(value).__name__}")
+    if isinstance(value, int) and abs(value) > REWARD_LIMIT:  # a huge int: no float(), no repr of 5,000 digits
+        raise ValueError(f"a reward score must be a finite number from {-REWARD_LIMIT:g} to {REWARD_LIMIT:g}, "
+                         f"got an integer of {value.bit_length()} bits")
+    if not (math.isfinite(value) and -REWARD_LIMIT <= value <= REWARD_LIMIT):
+        raise ValueError(f"a reward score must be a finite number from {-REWARD_LIMIT:g} to {REWARD_LIMIT:g}, "
+                         f"got {value!r}")
     return float(value)
 
 

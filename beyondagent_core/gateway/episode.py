@@ -5,7 +5,19 @@ prompt ids (`samples.py`: continuing an earlier call's sample when the prompt ex
 the backend's `TokenGenerator` for `n` replies, cuts each at the first `stop` string, parses tool
 calls when tools were offered (`beyondagent_core.tool_calls`, Hermes `<tool_call>` blocks) and
 records the sampled ids and log-probs as the generator returned them. It runs on the event loop
-of the rollout (the server hands it each call there).
+of the rollout (the server hands it each call there); rendering and tokenizing the prompt run in
+a worker thread (the tokenizer releases the GIL), so a long prompt never holds the policy's loop.
+
+One episode cannot starve the others (each limit a 4xx naming it):
+- at most `max_concurrent_calls` calls in flight (429) and `max_calls` in all (429);
+- at most `max_n` choices a call (400);
+- a token budget: the episode samples at most `max_episode_tokens` tokens over all its calls and
+  choices (as many as a one-sequence episode can hold), so a call's `max_tokens` is cut to the
+  room left in its sample and to the budget left, shared by its `n` choices (reserved when the
+  call starts, what was not sampled given back when it ends); a call with no budget left is a 400;
+- a prompt's text longer than `max_prompt_bytes` is refused before it is tokenized: a text of
+  more bytes than `max_episode_tokens` tokens can spell (`longest_token_bytes`, with room for a
+  normalizer that shrinks characters) cannot fit.
 
 A stop string is found in the decoded reply: the reply keeps the tokens up to and including the
 one that completes the stop string (they are what the model sampled; the text returned ends
@@ -16,6 +28,7 @@ token limit and the tokens after the cut are dropped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
@@ -28,6 +41,11 @@ from beyondagent_core.gateway.samples import Prompt, Reply, SampleBuilder
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.tool_calls import parse_tool_calls
 from beyondagent_core.types import Reward, Turn
+
+DEFAULT_MAX_CONCURRENT_CALLS = 4  # workflow.max_concurrent_calls
+DEFAULT_MAX_N = 4  # workflow.max_n (api.MAX_N: what any request may ask)
+# A normalizer may map a 4-byte character to a 1-byte one (NFKC): the prompt-size bound allows for it.
+NORMALIZER_SHRINK = 4
 
 
 @attrs.frozen
@@ -69,20 +87,27 @@ class GatewayEpisode:
     """The endpoint of one episode (see the module docstring)."""
 
     def __init__(self, template: ChatTemplate, generator: TokenGenerator, defaults: GenerationSettings, *,
-                 max_episode_tokens: int, max_calls: int = 100):
+                 max_episode_tokens: int, max_calls: int = 100,
+                 max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS, max_n: int = DEFAULT_MAX_N):
         self.template = template
         self.tokenizer = template.tokenizer
         self.generator = generator
         self.defaults = defaults
         self.max_episode_tokens = max_episode_tokens
         self.max_calls = max_calls
+        self.max_concurrent_calls = max_concurrent_calls
+        self.max_n = max_n
+        self.max_prompt_bytes = max_episode_tokens * longest_token_bytes(self.tokenizer) * NORMALIZER_SHRINK
         self.builder = SampleBuilder(template)
         self.replies = Replies()
         self.calls: list[RecordedCall] = []
         self.posted_reward: Reward | None = None
+        self.refused_reward: str | None = None  # why a reward the agent posted was refused
         self.closed = False
         self._call_ids = itertools.count()
         self._started = 0
+        self._in_flight = 0
+        self._budget = max_episode_tokens  # tokens the episode may still sample, over all calls and choices
 
     # --- what the workflow and the trainer read -------------------------------------------------
 
@@ -117,28 +142,48 @@ class GatewayEpisode:
     async def complete(self, request: ChatRequest) -> ChatResult:
         if self.closed:
             raise EpisodeEnded("this episode has ended")
+        if request.n > self.max_n:
+            raise bad_request(f"n={request.n}: a call of this episode may ask for at most {self.max_n} choices "
+                              "(workflow.max_n)", param="n")
+        if self._in_flight >= self.max_concurrent_calls:
+            raise ApiError(429, f"this episode has {self._in_flight} model calls in flight, its limit "
+                                "(workflow.max_concurrent_calls); send the next when one has been answered",
+                           code="too_many_concurrent_calls")
         if self._started >= self.max_calls:
             raise ApiError(429, f"this episode made {self.max_calls} model calls, its limit (workflow.max_calls)",
                            code="too_many_calls")
         self._started += 1
+        self._in_flight += 1
         try:
-            text = prompt_text(self.tokenizer, request.messages, request.tools, self.replies)
-        except Exception as exc:  # noqa: BLE001 - a template error is the request's, said in one line
-            raise bad_request(f"the chat template could not render these messages: {type(exc).__name__}: {exc}",
-                              param="messages") from exc
-        prompt = self.builder.prompt(text)
+            return await self._complete(request)
+        finally:
+            self._in_flight -= 1
+
+    async def _complete(self, request: ChatRequest) -> ChatResult:
+        prompt = await asyncio.to_thread(self._prompt, request, self.builder.snapshot())
         room = self.max_episode_tokens - len(prompt.ids)
         if room <= 0:
             raise bad_request(f"the prompt is {len(prompt.ids)} tokens; this episode's samples may have at most "
                               f"max_episode_tokens={self.max_episode_tokens} (backend.max_episode_tokens)",
                               param="messages", code="context_length_exceeded")
+        share = self._budget // request.n
+        if share < 1:
+            raise bad_request(f"this episode has sampled its budget of {self.max_episode_tokens} tokens over all its "
+                              f"calls and choices ({self._budget} left for n={request.n}; backend.max_episode_tokens)",
+                              param="max_tokens", code="context_length_exceeded")
         settings = GenerationSettings(
             temperature=self.defaults.temperature if request.temperature is None else request.temperature,
             top_p=self.defaults.top_p if request.top_p is None else request.top_p,
-            max_tokens=min(request.max_tokens or self.defaults.max_tokens, room))
+            max_tokens=min(request.max_tokens or self.defaults.max_tokens, room, share))
+        reserved, sampled = settings.max_tokens * request.n, 0
+        self._budget -= reserved
         sessions = [prompt.session] + [object() for _ in range(request.n - 1)]
-        results = await asyncio.gather(*(self.generator.generate(list(prompt.ids), settings, session)
-                                         for session in sessions))
+        try:
+            results = await asyncio.gather(*(self.generator.generate(list(prompt.ids), settings, session)
+                                             for session in sessions))
+            sampled = sum(len(token_ids) for token_ids, _ in results)
+        finally:
+            self._budget += reserved - min(sampled, reserved)
         for session in sessions[1:]:
             self.generator.end_session(session)
         if self.closed:
@@ -153,6 +198,24 @@ class GatewayEpisode:
         self.calls.append(RecordedCall(list(prompt.ids), replies, request.messages, choices,
                                        continued=prompt.continues is not None))
         return ChatResult(choices, prompt_tokens=len(prompt.ids))
+
+    def _prompt(self, request: ChatRequest, snapshot: list) -> Prompt:
+        """The call's prompt: rendered, its size checked, tokenized (in a worker thread)."""
+        try:
+            text = prompt_text(self.tokenizer, request.messages, request.tools, self.replies)
+        except Exception as exc:  # noqa: BLE001 - a template error is the request's, said in one line
+            raise bad_request(f"the chat template could not render these messages: {type(exc).__name__}: {exc}",
+                              param="messages") from exc
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise bad_request("the messages hold a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair), "
+                              "which is not text", param="messages") from None
+        if size > self.max_prompt_bytes:
+            raise bad_request(f"the prompt is {size} bytes; no {self.max_episode_tokens} tokens of this tokenizer "
+                              f"spell more than {self.max_prompt_bytes} (backend.max_episode_tokens)",
+                              param="messages", code="context_length_exceeded")
+        return self.builder.prompt(text, snapshot)
 
     def _reply(self, token_ids: list[int], logprobs: list[float], request: ChatRequest) -> tuple[Reply, Choice]:
         stopped = bool(token_ids) and token_ids[-1] in self.generator.eos_token_ids
@@ -173,6 +236,17 @@ class GatewayEpisode:
                 content = parsed.text or None
         finish = "tool_calls" if calls else ("stop" if stopped else "length")
         return reply, Choice(content, calls, finish, len(token_ids))
+
+
+@functools.lru_cache(maxsize=16)
+def longest_token_bytes(tokenizer: Any) -> int:
+    """The most UTF-8 bytes a token of `tokenizer` spells (an upper bound: a byte-level vocabulary
+    writes a byte as a character of up to 2 bytes, SentencePiece's "▁" is 3 bytes for a space)."""
+    try:
+        vocab = tokenizer.get_vocab()
+    except Exception:  # noqa: BLE001 - a tokenizer without a vocabulary to list: no size bound before tokenizing
+        return 1 << 20
+    return max((len(token.encode("utf-8", "surrogatepass")) for token in vocab if isinstance(token, str)), default=1)
 
 
 def decode_exact(tokenizer: Any, token_ids: Sequence[int]) -> str:

@@ -54,13 +54,21 @@ class SampleBuilder:
         self.samples: list[Sample] = []
         self.splits = 0  # calls that started a new sample while the episode had one
 
-    def prompt(self, text: str) -> Prompt:
-        """The prompt ids for a call whose rendered prompt is `text`."""
-        matching = [s for s in self.samples if s.text and text.startswith(s.text)]
+    def snapshot(self) -> list[tuple[Sample, str, int]]:
+        """Each sample with its text and length now: what `prompt` matches against.
+
+        Taken on the event loop that records replies, so `prompt` can run in a thread of its own
+        while more replies are recorded: a sample only grows, so its first `length` ids stay the
+        ids its text renders, and `record` forks a sample that grew in the meantime."""
+        return [(sample, sample.text, len(sample.sequence)) for sample in self.samples if sample.text]
+
+    def prompt(self, text: str, snapshot: list[tuple[Sample, str, int]] | None = None) -> Prompt:
+        """The prompt ids for a call whose rendered prompt is `text` (tokenizes: may run in a thread)."""
+        matching = [entry for entry in (self.snapshot() if snapshot is None else snapshot) if text.startswith(entry[1])]
         if matching:
-            sample = max(matching, key=lambda s: len(s.text))
-            context = self.template.encode(text[len(sample.text):])
-            return Prompt([*sample.sequence.input_ids, *context], text, sample, context, sample.session)
+            sample, known, length = max(matching, key=lambda entry: len(entry[1]))
+            context = self.template.encode(text[len(known):])
+            return Prompt([*sample.sequence.input_ids[:length], *context], text, sample, context, sample.session)
         ids = self.template.encode(text)
         return Prompt(ids, text, None, ids, object())
 

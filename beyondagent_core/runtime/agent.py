@@ -2,16 +2,19 @@
 
     workflow: {name: agent, entrypoint: "my_agents.frozenlake:run", timeout: 120}
 
-`entrypoint` names a function `run(task, llm_base_url, env)`, sync or async: "package.module:run",
-or "path/to/agent.py:run" (relative to the current directory). The agent talks to
-the policy with any OpenAI client pointed at `llm_base_url` (one URL per episode; any API key and
-model name), and to its environment through `env`: the episode's env, opened by the run (local or
+`entrypoint` names a function `run(task, llm_base_url, env, api_key)`, sync or async:
+"package.module:run", or "path/to/agent.py:run" (relative to the current directory). The agent
+talks to the policy with any OpenAI client pointed at `llm_base_url` with `api_key` (one URL and
+one key per episode: the gateway answers only calls with the episode's key; any model name), and
+to its environment through `env`: the episode's env, opened by the run (local or
 over the env service) — an async env (`await env.step(...)`) for an async function, the same
 methods called synchronously for a sync one. Either runs in a thread of its own (an async one on an
 event loop of its own), never on the rollout's loop, which the policy's decode steps hold. Its reward, in
 order: what `run` returns (a number, a `Reward`, or a dict with `score`), else what it posted to
 `<llm_base_url minus /v1>/reward`, else the env's `evaluate()`; a judge named in the spec
-(`reward`) scores the episode only when the agent gave no reward itself.
+(`reward`) scores the episode only when the agent gave no reward itself. A score the agent gives
+must be a finite number within +-1e6 (`gateway.api.REWARD_LIMIT`): anything else (NaN, inf,
+1e308, returned or posted) fails the episode with an error naming the agent.
 
 An agent that raises, runs past `timeout` seconds or returns without calling the model ends its
 episode with an error naming the cause; the backend's failure policy counts it
@@ -35,7 +38,8 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.checks import MISSING
+from beyondagent_core.checks import MAX_SECONDS, MAX_TURNS, MISSING, SECONDS_WHY, TURNS_WHY, number
+from beyondagent_core.gateway.api import MAX_N, REWARD_LIMIT, reward_score
 from beyondagent_core.protocols import AsyncEnv, ChatLLM
 from beyondagent_core.types import Reward, Task, Trajectory
 
@@ -43,11 +47,18 @@ from beyondagent_core.types import Reward, Task, Trajectory
 @attrs.define
 class AgentConfig:
     """`entrypoint`: "package.module:function"; `timeout`: seconds per episode; `max_calls`: model
-    calls per episode (more get HTTP 429)."""
+    calls per episode (more get HTTP 429); `max_concurrent_calls`: an episode's calls in flight at
+    once (more get 429); `max_n`: choices a call may ask for (`n`; more is a 400). The last two keep
+    one episode from starving the others of the policy."""
 
     entrypoint: str = MISSING
-    timeout: float = 600.0
-    max_calls: int = 100
+    timeout: float = attrs.field(default=600.0, validator=number(gt=0, le=MAX_SECONDS, why=SECONDS_WHY))
+    max_calls: int = attrs.field(default=100, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    max_concurrent_calls: int = attrs.field(default=4, validator=number(
+        ge=1, le=64, why="time: the episode's calls in flight share the policy with every other episode"))
+    max_n: int = attrs.field(default=4, validator=number(
+        ge=1, le=MAX_N, why="time: the episode's choices share the policy with every other episode; 16 is what "
+                            "any request may ask for"))
 
 
 class AgentError(RuntimeError):
@@ -104,6 +115,10 @@ class AgentWorkflow:
             raise ValueError(f"workflow.max_calls must be >= 1, got {config.max_calls}")
         self.config = config
         self.agent = load_entrypoint(config.entrypoint)
+        if not takes_api_key(self.agent):
+            raise ValueError(f"workflow.entrypoint: {config.entrypoint} takes no api_key: the gateway answers only "
+                             "calls with the episode's key; define run(task, llm_base_url, env, api_key) and give it "
+                             "to the client (OpenAI(base_url=llm_base_url, api_key=api_key))")
 
     async def run(self, task: Task, env: AsyncEnv | None, llm: ChatLLM) -> Trajectory:
         from beyondagent_core.gateway.server import shared_gateway
@@ -112,13 +127,15 @@ class AgentWorkflow:
         if open_episode is None:
             raise AgentError(f"the `agent` workflow needs a backend that serves the OpenAI-compatible gateway; "
                              f"this LLM ({type(llm).__name__}) does not")
-        episode = open_episode(max_calls=self.config.max_calls)
+        episode = open_episode(max_calls=self.config.max_calls, max_concurrent_calls=self.config.max_concurrent_calls,
+                               max_n=self.config.max_n)
         gateway = shared_gateway()
-        episode_id, base_url = gateway.open(episode, asyncio.get_running_loop())
+        endpoint = gateway.open(episode, asyncio.get_running_loop())
         name = self.config.entrypoint
         reason = "the agent returned"
         try:
-            result = await asyncio.wait_for(self._call(task, base_url, env), self.config.timeout)
+            result = await asyncio.wait_for(self._call(task, endpoint.base_url, endpoint.api_key, env),
+                                            self.config.timeout)
         except TimeoutError:
             reason = "the agent timed out"
             raise AgentError(f"agent {name} did not finish within {self.config.timeout:g} s (workflow.timeout); "
@@ -130,10 +147,12 @@ class AgentWorkflow:
             reason = "the agent raised"
             raise AgentError(f"agent {name} raised {type(exc).__name__}: {exc}") from exc
         finally:
-            gateway.close(episode_id, reason)
+            gateway.close(endpoint.episode_id, reason)
         if not episode.calls:
             raise AgentError(f"agent {name} returned without calling the model: it must send its chat completions "
-                             f"to the llm_base_url it is given ({base_url})")
+                             "to the llm_base_url it is given, with the api_key it is given")
+        if episode.refused_reward is not None:
+            raise AgentError(f"agent {name} posted a reward the gateway refused: {episode.refused_reward}")
         reward, source = as_reward(result, name), "agent"
         if reward is None and episode.posted_reward is not None:
             reward, source = episode.posted_reward, "agent"
@@ -145,30 +164,51 @@ class AgentWorkflow:
             metrics["reward_source"] = source
         return Trajectory(task=task, turns=episode.turns(), reward=reward, terminated=True, metrics=metrics)
 
-    async def _call(self, task: Task, base_url: str, env: AsyncEnv | None) -> Any:
+    async def _call(self, task: Task, base_url: str, api_key: str, env: AsyncEnv | None) -> Any:
         loop = asyncio.get_running_loop()
         if inspect.iscoroutinefunction(self.agent):
             # on an event loop of its own, in its own thread: the rollout's loop runs the policy's
             # decode steps synchronously, and an agent's HTTP client sharing it would see its timers
             # (openai's connect timeout) fire during a long step; its env calls go to the rollout's loop
             proxy = None if env is None else ForwardedEnv(env, loop)
-            return await run_in_thread(lambda: asyncio.run(self.agent(task, base_url, proxy)))
-        result = await run_in_thread(self.agent, task, base_url, None if env is None else SyncEnv(env, loop))
+            return await run_in_thread(lambda: asyncio.run(self.agent(task, base_url, proxy, api_key=api_key)))
+        sync_env = None if env is None else SyncEnv(env, loop)
+        result = await run_in_thread(lambda: self.agent(task, base_url, sync_env, api_key=api_key))
         return await result if inspect.isawaitable(result) else result
 
 
+def takes_api_key(function: Any) -> bool:
+    """Whether `function` can be called with `api_key=` (a parameter of that name, or **kwargs)."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): let the call say
+        return True
+    return any(p.kind is p.VAR_KEYWORD or (p.name == "api_key" and p.kind is not p.POSITIONAL_ONLY)
+               for p in parameters)
+
+
 def as_reward(value: Any, name: str) -> Reward | None:
+    """What `run` returned as a Reward (None: no reward of its own); an AgentError naming the
+    agent for anything that is not a finite score within +-REWARD_LIMIT."""
     if value is None:
         return None
     if isinstance(value, Reward):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return Reward(float(value), success=float(value) > 0, reason="returned by the agent")
-    if isinstance(value, dict) and isinstance(value.get("score"), (int, float)):
-        return Reward(float(value["score"]), success=bool(value.get("success", value["score"] > 0)),
-                      reason=str(value.get("reason", "returned by the agent")))
-    raise AgentError(f"agent {name} returned {type(value).__name__}; return a number, a Reward, "
-                     "{'score': ...} or None (then the env or the judge scores the episode)")
+        score, success, reason = value.score, value.success, value.reason
+    elif isinstance(value, dict) and "score" in value:
+        score, success, reason = value["score"], value.get("success"), value.get("reason", "returned by the agent")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        score, success, reason = value, None, "returned by the agent"
+    else:
+        raise AgentError(f"agent {name} returned {type(value).__name__}; return a number, a Reward, "
+                         "{'score': ...} or None (then the env or the judge scores the episode)")
+    try:
+        score = reward_score(score)
+    except ValueError as exc:
+        raise AgentError(f"agent {name} returned a reward the run cannot train on: {exc} (rewards are finite "
+                         f"numbers within +-{REWARD_LIMIT:g}; return None to let the env or the judge score)") from None
+    if isinstance(value, Reward):
+        return attrs.evolve(value, score=score)
+    return Reward(score, success=bool(score > 0 if success is None else success), reason=str(reason))
 
 
 async def run_in_thread(function: Callable[..., Any], *args: Any) -> Any:

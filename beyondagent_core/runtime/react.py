@@ -13,6 +13,16 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.checks import (
+    FRACTION_WHY,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TURNS,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TURNS_WHY,
+    number,
+)
 from beyondagent_core.protocols import AsyncEnv, ChatLLM, EnvReset, EnvStep, Message
 from beyondagent_core.runtime.tokens import ContextLengthExceeded
 from beyondagent_core.types import Task, Trajectory, Turn
@@ -22,10 +32,11 @@ from beyondagent_core.types import Task, Trajectory, Turn
 class ReactConfig:
     """`max_turns`: model turns per episode. Sampling keys left unset use the backend's."""
 
-    max_turns: int = 10
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
+    max_turns: int = attrs.field(default=10, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    temperature: float | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TEMPERATURE,
+                                                                           why=TEMPERATURE_WHY))
+    top_p: float | None = attrs.field(default=None, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    max_tokens: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
 
 
 class ReactWorkflow:

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import attrs
 
+from beyondagent_core import checks
 from beyondagent_core.checks import MISSING
 from beyondagent_core.jsonl import BadRecords, json_lines
 from beyondagent_core.types import Task
@@ -17,7 +18,8 @@ class JsonlSourceConfig:
     """`path`: a JSONL file of Task records; `limit`: read at most this many tasks."""
 
     path: str = MISSING
-    limit: int | None = None
+    limit: int | None = attrs.field(default=None, validator=checks.number(
+        ge=0, le=checks.MAX_TASKS, why=checks.TASKS_WHY))
 
 
 class JsonlTaskSource:

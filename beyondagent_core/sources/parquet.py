@@ -17,6 +17,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core import checks
 from beyondagent_core.checks import MISSING, names
 from beyondagent_core.errors import DataError
 from beyondagent_core.jsonl import BadRecords
@@ -30,7 +31,8 @@ class ParquetSourceConfig:
     """`path`: a parquet file in verl's row schema; `env`/`judge`: set on every task read."""
 
     path: str = MISSING
-    limit: int | None = None
+    limit: int | None = attrs.field(default=None, validator=checks.number(
+        ge=0, le=checks.MAX_TASKS, why=checks.TASKS_WHY))
     env: str | None = None
     judge: str | None = attrs.field(default=None, metadata=names("reward"))
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from beyondagent_core.checks import CONCURRENCY_WHY, MAX_CONCURRENCY, MAX_RETRIES, RETRIES_WHY, number
 from beyondagent_core.errors import RunError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Message
@@ -50,11 +51,6 @@ class EpisodeRunnerLike(Protocol):
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory: ...
 
 
-def _at_least_one(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
-
-
 def _solver(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if value not in SOLVERS:
         raise ValueError(f"{attribute.name} must be one of {', '.join(SOLVERS)}, got {value!r}")
@@ -68,9 +64,9 @@ class FeasibilityConfig:
     """
 
     solver: str = attrs.field(default="replay", validator=_solver)
-    attempts: int = attrs.field(default=1, validator=_at_least_one)
+    attempts: int = attrs.field(default=1, validator=number(ge=1, le=MAX_RETRIES, why=RETRIES_WHY))
     rewrite_reference: bool = False
-    concurrency: int = attrs.field(default=8, validator=_at_least_one)
+    concurrency: int = attrs.field(default=8, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
 
 
 class ReferenceExhausted(ContextLengthExceeded):

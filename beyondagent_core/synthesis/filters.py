@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.checks import FRACTION_WHY, number
 from beyondagent_core.errors import SpecError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Task
@@ -44,14 +45,8 @@ def _one_of(*choices: str) -> Any:
     return check
 
 
-def _fraction(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{attribute.name} must be between 0 and 1, got {value!r}")
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be >= 1, got {value!r}")
+_fraction = number(ge=0, le=1, why=FRACTION_WHY)
+_ngram = number(ge=1, le=64, why="meaning: character n-grams longer than a sentence match nothing")
 
 
 # --- dedup -----------------------------------------------------------------------------------
@@ -70,7 +65,7 @@ class DedupConfig:
 
     threshold: float = attrs.field(default=0.8, validator=_fraction)
     method: str = attrs.field(default="ngram", validator=_one_of("ngram", "embeddings"))
-    n: int = attrs.field(default=3, validator=_positive)
+    n: int = attrs.field(default=3, validator=_ngram)
     metric: str = attrs.field(default="jaccard", validator=_one_of("jaccard", "cosine"))
     scope: str = attrs.field(default="all", validator=_one_of("all", "seed"))
     compare_goals: bool = True

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.checks import names
+from beyondagent_core.checks import MAX_TURNS, TURNS_WHY, names, number
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Task, Trajectory
@@ -35,11 +35,7 @@ PREFERENCES: tuple[str, ...] = ("later", "earlier")
 
 
 def _at_least(minimum: int) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute, value: int | None) -> None:
-        if value is not None and value < minimum:
-            raise ValueError(f"{attribute.name} must be >= {minimum}, got {value!r}")
-
-    return check
+    return number(ge=minimum, le=MAX_TURNS, why=TURNS_WHY)  # tasks and steps of one exploration
 
 
 def _one_of(choices: tuple[str, ...]) -> Any:

@@ -11,8 +11,12 @@
 `implementation` is the spec's `experience` block (the store must work without a run: give it a
 path; in a run, `bind(run)` is called first when the store defines it). Checked: what is added
 comes back, duplicates are kept once, retrieval prefers the relevant record and honours `k`,
-records persist (a new store from the same config finds them: a store must persist), `summarize`
-returns `Experience` records without adding them, `stats` are numbers.
+`exclude_own=True` (a rollout that is scored) returns no record learned on that task — not under
+its id, nor the same problem under another id when the record names it (`task_key`) — records
+persist (a new store from the same config finds them: a store must persist), `summarize`
+returns `Experience` records without adding them, `stats` are numbers; and, for a store that
+defines `examples_of` (prefix sampling), that a summarized success of a task comes back for that
+task only, with its model turns in order.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from beyondagent_core.experience import Experience
+from beyondagent_core.experience import Experience, same_task, task_key
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import select_component
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
@@ -86,6 +90,29 @@ class ExperienceStoreContract:
         made = asyncio.run(store.summarize([winning_trajectory()], step=1))
         assert all(isinstance(e, Experience) and e.text for e in made)
         assert store.retrieve(Task(task_id="other", query="light the lamp"), 3) == []
+        store.close()
+
+    def test_a_scored_task_never_gets_its_own_records(self, make_store: Any) -> None:
+        store = make_store()
+        lamp = Task(task_id="lamp", query="light the lamp")
+        twin = Task(task_id="lamp-again", query="light the lamp")  # the same problem under another id
+        store.add([*RECORDS, Experience(text="Press the switch twice, the lamp is stubborn.", task_id="lamp-again",
+                                        query="light the lamp", metadata={"task_key": task_key(twin)})])
+        assert any(same_task(e, lamp) for e in store.retrieve(lamp, 3))  # in training a task's own may come back
+        for scored in (lamp, twin):
+            found = store.retrieve(scored, 3, exclude_own=True)
+            assert not any(same_task(e, scored) for e in found), [e.text for e in found]
+        store.close()
+
+    def test_examples_of_a_task_are_its_successes_with_their_turns(self, make_store: Any) -> None:
+        store = make_store()
+        if not callable(getattr(store, "examples_of", None)):
+            store.close()
+            pytest.skip("this store does not keep trajectories for prefix sampling (no examples_of)")
+        store.add(asyncio.run(store.summarize([winning_trajectory()], step=1)))
+        (example,) = store.examples_of(Task(task_id="lamp", query="light the lamp"))
+        assert [turn["content"] for turn in example.metadata["turns"]] == ["turn key", "press switch"]
+        assert store.examples_of(Task(task_id="ferry", query="cross the river by ferry")) == []
         store.close()
 
     def test_stats_are_numbers(self, make_store: Any) -> None:

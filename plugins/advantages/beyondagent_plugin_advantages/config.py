@@ -4,11 +4,33 @@ from __future__ import annotations
 
 import attrs
 
-from beyondagent_core.checks import number
+from beyondagent_core.checks import (
+    CHARS_WHY,
+    COEF_WHY,
+    CONCURRENCY_WHY,
+    EPS_WHY,
+    FRACTION_WHY,
+    MAX_CHARS,
+    MAX_COEF,
+    MAX_CONCURRENCY,
+    MAX_EPS,
+    MAX_RETRIES,
+    MAX_REWARD,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    REWARD_WHY,
+    RETRIES_WHY,
+    STEPS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    number,
+)
 from beyondagent_core.llm import LLMConfig
 
 EPS = 1e-6
 GIGPO_MODES = ("mean_std_norm", "mean_norm")
+_eps = number(gt=0, le=MAX_EPS, why=EPS_WHY)
 
 
 @attrs.define
@@ -16,7 +38,7 @@ class GrpoConfig:
     """`norm_by_std`: divide by the group's std (unset: the spec's `algorithm.norm_adv_by_std`)."""
 
     norm_by_std: bool | None = None
-    eps: float = attrs.field(default=EPS, validator=number(gt=0))
+    eps: float = attrs.field(default=EPS, validator=_eps)
 
 
 @attrs.define
@@ -33,7 +55,7 @@ class RlooConfig:
 class ReinforcePlusPlusConfig:
     """`gamma`: discount per model token of the outcome (verl's `algorithm.gamma`; 1: every token gets it)."""
 
-    gamma: float = attrs.field(default=1.0, validator=number(ge=0, le=1))
+    gamma: float = attrs.field(default=1.0, validator=number(ge=0, le=1, why=FRACTION_WHY))
 
 
 @attrs.define
@@ -46,11 +68,11 @@ class GigpoConfig:
     """`gamma`: discount of step returns; `step_weight`: weight of the step-level advantage;
     `mode`: `mean_std_norm` | `mean_norm`; `singleton`: `raw` | `zero` (a state seen once)."""
 
-    gamma: float = attrs.field(default=0.95, validator=number(ge=0, le=1))
-    step_weight: float = attrs.field(default=1.0, validator=number(ge=0))
+    gamma: float = attrs.field(default=0.95, validator=number(ge=0, le=1, why=FRACTION_WHY))
+    step_weight: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
     mode: str = attrs.field(default="mean_std_norm", validator=attrs.validators.in_(GIGPO_MODES))
     singleton: str = attrs.field(default="raw", validator=attrs.validators.in_(("raw", "zero")))
-    eps: float = attrs.field(default=EPS, validator=number(gt=0))
+    eps: float = attrs.field(default=EPS, validator=_eps)
 
 
 @attrs.define
@@ -58,15 +80,15 @@ class AdcaConfig:
     """ADCA-GRPO's settings, explained in `beyondagent_plugin_advantages.adca`; `llm` unset: the spec's `llm`."""
 
     llm: LLMConfig | None = None
-    step_reward: float = attrs.field(default=0.2, validator=number(gt=0))
-    alpha: float = attrs.field(default=1.0, validator=number(ge=0))
+    step_reward: float = attrs.field(default=0.2, validator=number(gt=0, le=MAX_REWARD, why=REWARD_WHY))
+    alpha: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
     decay: str = attrs.field(default="cosine", validator=attrs.validators.in_(("cosine", "none")))
     scale: str = attrs.field(default="none", validator=attrs.validators.in_(("none", "inv_sqrt_k")))
-    prm_steps: int = attrs.field(default=50, validator=number(ge=0))
-    max_step_chars: int = attrs.field(default=1000, validator=number(ge=50))
-    concurrency: int = attrs.field(default=8, validator=number(ge=1))
-    attempts: int = attrs.field(default=2, validator=number(ge=1))
-    temperature: float = attrs.field(default=0.0, validator=number(ge=0))
-    max_tokens: int = attrs.field(default=1024, validator=number(ge=16))
+    prm_steps: int = attrs.field(default=50, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    max_step_chars: int = attrs.field(default=1000, validator=number(ge=50, le=MAX_CHARS, why=CHARS_WHY))
+    concurrency: int = attrs.field(default=8, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
+    attempts: int = attrs.field(default=2, validator=number(ge=1, le=MAX_RETRIES, why=RETRIES_WHY))
+    temperature: float = attrs.field(default=0.0, validator=number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY))
+    max_tokens: int = attrs.field(default=1024, validator=number(ge=16, le=MAX_TOKENS, why=TOKENS_WHY))
     norm_by_std: bool | None = None
-    eps: float = attrs.field(default=EPS, validator=number(gt=0))
+    eps: float = attrs.field(default=EPS, validator=_eps)

@@ -1,11 +1,11 @@
 """BeyondAgent and AgentScope 2.x: an `agentscope.agent.Agent` trained through the OpenAI-compatible gateway.
 
 An AgentScope agent trains with the `agent` workflow like any other agent (docs/agents.md): its
-`run(task, llm_base_url, env)` builds the agent with its model pointed at `llm_base_url`. What
+`run(task, llm_base_url, env, api_key)` builds the agent with its model pointed at `llm_base_url`. What
 this package adds is the settings exact-token RL needs, in one call (`rl.py`):
 
     from beyondagent_plugin_agentscope import make_agent
-    agent = make_agent(llm_base_url, system_prompt="...", tools=[my_tool])
+    agent = make_agent(llm_base_url, api_key, system_prompt="...", tools=[my_tool])
 
 and an example agent that plays FrozenLake with a `move` tool (`frozenlake.py`, trained by
 examples/agentscope_frozenlake.yaml). The plugin registers no component: the entry point only

@@ -4,7 +4,7 @@
 
 `beyondagent run examples/agentscope_frozenlake.yaml` trains it. Nothing in it knows about
 training except `make_agent`, which points AgentScope's OpenAI chat model at the episode's
-`llm_base_url` and sets the RL defaults (`rl.py`). The game is the episode's env: the `move` tool
+`llm_base_url` (with its `api_key`) and sets the RL defaults (`rl.py`). The game is the episode's env: the `move` tool
 calls `env.step`. The opening user message is the env's first observation; the agent's reply
 loop (think, call `move`, read the board, ...) runs until the game is over. A reply that ends
 without a tool call is the agent's answer, and is played as its move in text, as the env's own
@@ -48,13 +48,13 @@ class Game:
         return "\n".join(str(message.get("content") or "") for message in step.observation)
 
 
-async def run(task: Any, llm_base_url: str, env: Any, *, stream: bool = False) -> None:
+async def run(task: Any, llm_base_url: str, env: Any, api_key: str, *, stream: bool = False) -> None:
     """Play one episode (`stream`: the model's calls stream through the gateway)."""
     reset = await env.reset(task)
     system = "\n".join(m["content"] for m in reset.messages if m["role"] == "system")
     opening = "\n".join(m["content"] for m in reset.messages if m["role"] != "system")
     game = Game(env)
-    agent = make_agent(llm_base_url, system_prompt=f"{system}\n{TOOL_HINT}", tools=[game.move], stream=stream,
+    agent = make_agent(llm_base_url, api_key, system_prompt=f"{system}\n{TOOL_HINT}", tools=[game.move], stream=stream,
                        max_model_calls=2 * int(reset.info.get("max_steps", 8)), stop_when=lambda: game.over)
     message = opening
     try:

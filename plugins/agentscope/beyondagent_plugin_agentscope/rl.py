@@ -1,4 +1,4 @@
-"""AgentScope's `Agent` set up for exact-token RL through the gateway: `make_agent(llm_base_url, ...)`.
+"""AgentScope's `Agent` set up for exact-token RL through the gateway: `make_agent(llm_base_url, api_key, ...)`.
 
 The gateway trains on the ids the policy sampled, and an episode stays one sample only while each
 call's prompt starts with the previous call's prompt and reply (docs/agents.md). AgentScope 2.x
@@ -66,14 +66,15 @@ __all__ = ["RLMiddleware", "make_agent", "rl_configs", "rl_model", "rl_tool"]
 MODEL_NAME = "policy"  # any name works: the gateway always answers with the policy being trained
 
 
-def rl_model(llm_base_url: str, *, stream: bool = False, **parameters: Any) -> OpenAIChatModel:
-    """AgentScope's `OpenAIChatModel` on the episode's gateway URL: no retries, no client timeout.
+def rl_model(llm_base_url: str, api_key: str, *, stream: bool = False, **parameters: Any) -> OpenAIChatModel:
+    """AgentScope's `OpenAIChatModel` on the episode's gateway URL, with the episode's key (the
+    `api_key` its `run` gets): no retries, no client timeout.
 
     `parameters` are `OpenAIChatModel.Parameters` (`max_tokens`, `temperature`, `top_p`, ...);
     leave them unset to sample as the backend does (a temperature of your own trains off-policy).
     """
     return OpenAIChatModel(
-        credential=OpenAICredential(api_key="unused", base_url=llm_base_url),
+        credential=OpenAICredential(api_key=api_key, base_url=llm_base_url),
         model=MODEL_NAME,
         parameters=OpenAIChatModel.Parameters(**parameters),
         stream=stream,
@@ -154,10 +155,12 @@ async def _keep_empty_stream(chunks: AsyncGenerator[ChatResponse, None]) -> Asyn
         yield _keep_empty(chunk)
 
 
-def make_agent(llm_base_url: str, *, system_prompt: str, tools: Sequence[Callable[..., Any] | ToolBase] = (),
+def make_agent(llm_base_url: str, api_key: str, *, system_prompt: str,
+               tools: Sequence[Callable[..., Any] | ToolBase] = (),
                name: str = "agent", max_model_calls: int = 50, stop_when: Callable[[], bool] | None = None,
                stream: bool = False, middlewares: Sequence[MiddlewareBase] = (), **parameters: Any) -> Agent:
-    """An AgentScope `Agent` on the episode's `llm_base_url`, set up for RL (see the module docstring).
+    """An AgentScope `Agent` on the episode's `llm_base_url` with its `api_key`, set up for RL (see the
+    module docstring).
 
     `tools`: functions (wrapped with `rl_tool`) or AgentScope tools as they are. `stop_when`: ends
     the reply before the next model call once it returns true. `middlewares`: yours, inside
@@ -166,7 +169,8 @@ def make_agent(llm_base_url: str, *, system_prompt: str, tools: Sequence[Callabl
     """
     toolkit = Toolkit(tools=[tool if isinstance(tool, ToolBase) else rl_tool(tool) for tool in tools])
     rl = RLMiddleware(max_model_calls, stop_when)
-    agent = Agent(name=name, system_prompt=system_prompt, model=rl_model(llm_base_url, stream=stream, **parameters),
+    agent = Agent(name=name, system_prompt=system_prompt,
+                  model=rl_model(llm_base_url, api_key, stream=stream, **parameters),
                   toolkit=toolkit, middlewares=[rl, *middlewares], **rl_configs(max_model_calls))
     agent.rl = rl
     return agent

@@ -99,8 +99,8 @@ def test_the_agentscope_agent_trains_ids_equal_to_the_sampled_ones() -> None:
 STREAMING = '''
 from beyondagent_plugin_agentscope import frozenlake
 
-async def run(task, llm_base_url, env):
-    return await frozenlake.run(task, llm_base_url, env, stream=True)
+async def run(task, llm_base_url, env, api_key):
+    return await frozenlake.run(task, llm_base_url, env, api_key, stream=True)
 '''
 
 

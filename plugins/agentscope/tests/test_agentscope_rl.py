@@ -46,11 +46,11 @@ def scripted_policy(reply: Callable[[str], str]) -> Iterator[tuple[GatewayEpisod
     loop, gateway = LoopThread(), Gateway()
     episode = GatewayEpisode(ChatTemplate(tokenizer), Script(), GenerationSettings(1.0, 1.0, 64),
                              max_episode_tokens=8192)
-    episode_id, url = gateway.open(episode, loop.loop)
+    endpoint = gateway.open(episode, loop.loop)
     try:
-        yield episode, url, tokenizer
+        yield episode, endpoint, tokenizer
     finally:
-        gateway.close(episode_id)
+        gateway.close(endpoint.episode_id)
         gateway.stop()
         loop.stop()
 
@@ -88,9 +88,10 @@ def test_a_tool_loop_is_one_sample_and_stops_at_the_call_budget_without_agentsco
         ran.append(1)
         return f"You looked {len(ran)} time(s)."
 
-    with scripted_policy(lambda prompt: CALL.format("look")) as (episode, url, tokenizer):
+    with scripted_policy(lambda prompt: CALL.format("look")) as (episode, endpoint, tokenizer):
         def make() -> Any:
-            agent = make_agent(url, system_prompt="Explore.", tools=[look], max_model_calls=4)
+            agent = make_agent(endpoint.base_url, endpoint.api_key, system_prompt="Explore.", tools=[look],
+                               max_model_calls=4)
             agent.model.context_size = 64  # AgentScope would compress (summarize) this history at once
             return agent
 
@@ -118,8 +119,9 @@ def test_stop_when_ends_the_reply_before_the_next_model_call() -> None:
         state["over"] = True
         return "The game is over."
 
-    with scripted_policy(lambda prompt: CALL.format("finish")) as (episode, url, _):
-        reply = talk(lambda: make_agent(url, system_prompt="Play.", tools=[finish], stop_when=lambda: state["over"]))
+    with scripted_policy(lambda prompt: CALL.format("finish")) as (episode, endpoint, _):
+        reply = talk(lambda: make_agent(endpoint.base_url, endpoint.api_key, system_prompt="Play.", tools=[finish],
+                                        stop_when=lambda: state["over"]))
     assert len(episode.calls) == 1 and reply.finished_reason == ReplyFinishedReason.COMPLETED
 
 
@@ -136,11 +138,11 @@ def test_a_timeout_cancels_the_reply(rl: bool) -> None:
         await asyncio.sleep(60)
         return "done"
 
-    with scripted_policy(lambda prompt: CALL.format("wait")) as (_, url, _tokenizer):
+    with scripted_policy(lambda prompt: CALL.format("wait")) as (_, endpoint, _tokenizer):
         async def go() -> Any:
             from agentscope.message import UserMsg
 
-            agent = make_agent(url, system_prompt="Wait.", tools=[wait])
+            agent = make_agent(endpoint.base_url, endpoint.api_key, system_prompt="Wait.", tools=[wait])
             if not rl:
                 agent.react_config = ReActConfig()
             try:
@@ -162,6 +164,6 @@ def test_the_model_neither_retries_nor_times_out_on_its_own() -> None:
     (measured; with no client timeout the same call succeeded)."""
     from beyondagent_plugin_agentscope import rl_model
 
-    model = rl_model("http://127.0.0.1:9/episode/v1")
+    model = rl_model("http://127.0.0.1:9/episode/v1", "the-episode-key")
     assert (model.max_retries, model.client.max_retries, model.client.timeout, model.stream) == (0, 0, None, False)
     assert model.model == "policy" and model.parameters.temperature is None and model.parameters.max_tokens is None

@@ -22,8 +22,13 @@ __all__ = ["beyondagent_commands", "beyondagent_envs", "beyondagent_rewards", "b
 
 _PACKAGE = "beyondagent_plugin_appworld"
 # One worker process per episode (AppWorld allows one open world per process), two started
-# ahead; the service's call timeout (not AppWorld's signal-based one) ends a hung code cell.
-SERVE_ARGS = ("--instances", "process", "--process-warm", "2", "--call-timeout", "120")
+# ahead. Bounds on the model's code (docs/appworld.md, 'Bounds'): AppWorld's own timeout
+# (`code_timeout`, by signal in the worker's main thread) ends a cell that runs Python; the
+# service's call timeout kills the worker of one that never checks for signals (`sum(range(10 ** 12))`);
+# each worker's address space is capped (a worker uses ~0.45 GB), so a cell that asks for more
+# gets a MemoryError instead of the machine's memory.
+SERVE_ARGS = ("--instances", "process", "--process-warm", "2", "--call-timeout", "120",
+              "--process-memory-mb", "4096")
 
 
 @hookimpl

@@ -11,8 +11,24 @@ from pathlib import Path
 
 import attrs
 
+from beyondagent_core.checks import (
+    CHARS_WHY,
+    FRACTION_WHY,
+    MAX_CHARS,
+    MAX_TASKS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TURNS,
+    TASKS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TURNS_WHY,
+    number,
+)
+
 SPLITS: tuple[str, ...] = ("train", "dev", "test_normal", "test_challenge")
 REWARDS: tuple[str, ...] = ("partial", "sparse")
+CODE_TIMEOUT_LIMIT = 110  # seconds: under the launched service's --call-timeout 120
 SETUP_HINT = ("run `beyondagent appworld setup` (AppWorld's data), or `beyondagent appworld generate --tasks 8 "
               "--out DIR` (a small generated world), then set APPWORLD_ROOT=DIR or the `root` key")
 
@@ -23,21 +39,24 @@ class AppWorldConfig:
     `$APPWORLD_ROOT`). `reward: partial` scores passed checks / all checks, `sparse` 1 or 0.
     An episode ends when the code calls `apis.supervisor.complete_task(...)` or after
     `max_turns` steps; outputs longer than `max_output_chars` are cut with a visible marker.
+    `code_timeout`: seconds a code cell may run before AppWorld stops it and the model reads the
+    traceback (AppWorld's own timeout, by signal: only where the env runs on its process's main
+    thread, as in the service's process workers); a cell that never yields the GIL is ended by the
+    service's call timeout instead (docs/appworld.md, 'Bounds').
     """
 
     root: str = ""
     reward: str = "partial"
-    max_turns: int = 30
-    max_output_chars: int = 5000
+    max_turns: int = attrs.field(default=30, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    max_output_chars: int = attrs.field(default=5000, validator=number(ge=100, le=MAX_CHARS, why=CHARS_WHY))
     keep_outputs: bool = False  # keep AppWorld's per-episode output directory (logs, end DBs)
+    code_timeout: int = attrs.field(default=60, validator=number(
+        ge=1, le=CODE_TIMEOUT_LIMIT, why="time: under the env service's 120 s call timeout, which ends the episode "
+                                         "instead"))
 
     def __attrs_post_init__(self) -> None:
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {', '.join(REWARDS)}, got {self.reward!r}")
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
-        if self.max_output_chars < 100:
-            raise ValueError(f"max_output_chars must be at least 100, got {self.max_output_chars}")
 
 
 @attrs.define
@@ -47,28 +66,23 @@ class AppWorldTasksConfig:
 
     root: str = ""
     split: str = "train"
-    limit: int = 0
+    limit: int = attrs.field(default=0, validator=number(ge=0, le=MAX_TASKS, why=TASKS_WHY))
     ids: list[str] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         if self.split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
-        if self.limit < 0:
-            raise ValueError(f"limit must be 0 (all) or more, got {self.limit}")
 
 
 @attrs.define
 class AppWorldReactConfig:
     """`appworld_react` workflow: `max_turns` model turns; unset sampling keys use the backend's."""
 
-    max_turns: int = 30
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {self.max_turns}")
+    max_turns: int = attrs.field(default=30, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    temperature: float | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TEMPERATURE,
+                                                                           why=TEMPERATURE_WHY))
+    top_p: float | None = attrs.field(default=None, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    max_tokens: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
 
 
 @attrs.define

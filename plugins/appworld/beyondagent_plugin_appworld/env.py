@@ -3,12 +3,17 @@
 Runs only in the plugin's venv (it imports `appworld`, which pins pydantic 1) and only one per
 process: AppWorld allows one open world per process and freezes the process clock while it is
 open, so the env service hosts each instance in its own worker (`--instances process`). The
-world is opened with `timeout_seconds=None`: AppWorld's own code timeout uses signals (main
-thread only); the service's per-call timeout bounds a hung cell from outside instead.
+world is opened with AppWorld's own code timeout (`code_timeout`: a signal, so only where the
+env runs on its process's main thread, as in those workers): a cell that runs too long ends with
+a traceback the model reads (`10 ** 10 ** 11` too: CPython's pow checks for signals between its
+steps). A cell that never checks for signals (`sum(range(10 ** 12))` is one C loop) cannot be
+interrupted that way; the service's per-call timeout kills its worker from outside, and the worker's memory cap (`--process-memory-mb`) turns a huge allocation into
+a MemoryError (docs/appworld.md, 'Bounds').
 
-- `reset(task)` opens `AppWorld(task_id, experiment_name=<unique>)`; the observation is the
-  supervisor (name, e-mail, phone, as the task gives them) and the instruction (the task's own
-  `query` instead when it has one: a synthetic task on the seed task's world);
+- `reset(task)` opens `AppWorld(task_id, experiment_name=<unique>, timeout_seconds=...)`; the
+  observation is the supervisor (name, e-mail, phone, as the task gives them) and the
+  instruction (the task's own `query` instead when it has one: a synthetic task on the seed
+  task's world);
 - `step(action)` runs the first ```python block of the message with `world.execute`; the
   episode ends when the code completes the task (`apis.supervisor.complete_task`) or after
   `max_turns` steps;
@@ -25,6 +30,7 @@ import itertools
 import os
 import re
 import shutil
+import threading
 import uuid
 from typing import Any
 
@@ -82,7 +88,10 @@ class AppWorldEnv:
         experiment = f"beyondagent-{os.getpid()}-{next(_episodes)}-{uuid.uuid4().hex[:8]}"
         # a synthetic task (its own id) replays its seed task's world with a new query
         world_id = task.seed_task_id if task.origin == "synthetic" and task.seed_task_id else task.task_id
-        self.world = AppWorld(task_id=world_id, experiment_name=experiment, timeout_seconds=None)
+        # AppWorld times a cell out with SIGALRM, which only the main thread may set
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        self.world = AppWorld(task_id=world_id, experiment_name=experiment,
+                              timeout_seconds=self.config.code_timeout if on_main_thread else None)
         self.task, self.turns, self.completed, self.goal = task, 0, False, goal
         self.explorer = Explorer()
         supervisor = {key: self.world.task.supervisor.get(key, "")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from appworld_testkit import CALL_TIMEOUT, LoopThread
+from appworld_testkit import CALL_TIMEOUT, CODE_TIMEOUT, LoopThread
 
 pytest_plugins = ["beyondagent_core.testing"]
 
@@ -44,7 +44,7 @@ def server(world_root: Path, appworld_venv: Any) -> Iterator[Any]:
     from beyondagent_core.envservice.launch import LaunchedServer
 
     args = [*SERVE_ARGS, "--call-timeout", str(CALL_TIMEOUT)]  # the later flag wins
-    launched = LaunchedServer.start("appworld", {"root": str(world_root)}, args=args,
+    launched = LaunchedServer.start("appworld", {"root": str(world_root), "code_timeout": CODE_TIMEOUT}, args=args,
                                     python=str(appworld_venv.python), timeout=180)
     yield launched
     launched.stop()

@@ -4,7 +4,11 @@ The env contract suite runs against the served env (through a small synchronous 
 the env service client: the env itself cannot be built in this process, which has no
 `appworld`). Then whole episodes: a scripted policy that solves each kind of generated task
 (reward 1.0), one that answers wrong (a partial reward with the failed check in the details),
-three concurrent episodes in three worker processes, and a code cell that never ends.
+three concurrent episodes in three worker processes; and the bounds on the model's code: a cell
+that never yields the GIL (`sum(range(10 ** 12))`) ended by the service's call timeout while
+`/healthz` answers in < 1 s, a cell that runs too long (`10 ** 10 ** 11`) ended by AppWorld's own
+timeout and one that asks for more memory than the worker's cap, both errors the model reads in an
+episode that goes on.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 import attrs
 import pytest
-from appworld_testkit import CALL_TIMEOUT, LoopThread
+from appworld_testkit import CALL_TIMEOUT, CODE_TIMEOUT, HealthPoller, LoopThread
 from beyondagent_plugin_appworld.config import AppWorldReactConfig
 from beyondagent_plugin_appworld.workflow import AppWorldReact
 
@@ -224,7 +228,9 @@ def test_three_concurrent_episodes_run_in_three_worker_processes(server: Any) ->
     assert all(reward.score == 1.0 for _, reward in results), [reward.reason for _, reward in results]
 
 
-def test_a_hung_code_cell_costs_one_episode_and_the_next_one_works(server: Any) -> None:
+def test_a_cell_that_never_yields_the_gil_costs_one_episode_and_healthz_stays_fast(server: Any) -> None:
+    # One C loop that never checks for signals nor yields the GIL (measured: not interrupted in 15 s),
+    # so AppWorld's own timeout cannot end it: the service's call timeout kills its worker.
     async def hang_then_work() -> tuple[EnvServiceError, float, Reward, dict[str, Any]]:
         client = EnvServiceClient(server.url, token=server.token)
         try:
@@ -232,7 +238,7 @@ def test_a_hung_code_cell_costs_one_episode_and_the_next_one_works(server: Any) 
             await env.reset(Task(task_id=PLAYLISTS, env="appworld"))
             started = time.monotonic()
             with pytest.raises(EnvServiceError) as hung:
-                await env.step({"role": "assistant", "content": code("while True:\n    pass")})
+                await env.step({"role": "assistant", "content": code("x = sum(range(10 ** 12))")})
             waited = time.monotonic() - started
             await env.close()
             trajectory, _ = await run_episode(server, PLAYLISTS, SOLUTIONS[PLAYLISTS])
@@ -240,8 +246,33 @@ def test_a_hung_code_cell_costs_one_episode_and_the_next_one_works(server: Any) 
         finally:
             await client.aclose()
 
-    error, waited, reward, stats = asyncio.run(hang_then_work())
+    with HealthPoller(server.url) as poller:
+        error, waited, reward, stats = asyncio.run(hang_then_work())
+    assert len(poller.latencies) >= 10 and max(poller.latencies) < 1.0, poller.latencies
     assert error.code == "env_timeout" and "call_timeout" in error.message
     assert CALL_TIMEOUT - 1 <= waited < CALL_TIMEOUT + 30
     assert reward.score == 1.0, reward.reason
     assert stats["hung_calls"] >= 1 and stats["instances"] == "process"
+
+
+def test_a_cell_that_runs_too_long_or_asks_for_too_much_memory_is_an_error_the_model_reads(server: Any) -> None:
+    async def episode() -> tuple[list[str], float]:
+        client = EnvServiceClient(server.url, token=server.token)
+        try:
+            async with client.env("appworld") as env:
+                await env.reset(Task(task_id=PLAYLISTS, env="appworld"))
+                started = time.monotonic()
+                # BFCL's power(10, 10**11) as code: CPython's pow checks for signals between its steps
+                looped = await env.step({"role": "assistant", "content": code("x = 10 ** 10 ** 11")})
+                took = time.monotonic() - started
+                # past the worker's memory cap (SERVE_ARGS: 4 GiB of address space): refused, never touched
+                greedy = await env.step({"role": "assistant", "content": code("x = bytearray(5 * 1024 ** 3)")})
+                after = await env.step({"role": "assistant", "content": code("print(1 + 1)")})
+                return [step.observation[0]["content"] for step in (looped, greedy, after)], took
+        finally:
+            await client.aclose()
+
+    (looped, greedy, after), took = asyncio.run(episode())
+    assert f"timed out after {CODE_TIMEOUT} seconds" in looped and CODE_TIMEOUT - 1 <= took < CODE_TIMEOUT + 10
+    assert "MemoryError" in greedy, greedy
+    assert after.strip() == "2"  # the same world goes on

@@ -15,8 +15,10 @@ __all__ = ["beyondagent_commands", "beyondagent_envs", "beyondagent_rewards", "b
            "beyondagent_venvs", "beyondagent_workflows"]
 
 _PACKAGE = "beyondagent_plugin_bfcl"
-# Episodes are cheap Python objects: threads in one process; a backend call that hangs is ended
-# by the service's call timeout.
+# Episodes are cheap Python objects: threads in one process. The model's calls never run there:
+# each multi-turn episode's backends live in a child process with a memory cap and a deadline per
+# step that kills a call which never yields the GIL (`sandbox.py`, docs/bfcl.md 'Bounds'), well
+# inside the service's call timeout.
 SERVE_ARGS = ("--call-timeout", "60")
 
 

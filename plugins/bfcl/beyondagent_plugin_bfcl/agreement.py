@@ -32,6 +32,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from beyondagent_core import Task
@@ -41,6 +42,7 @@ from beyondagent_plugin_bfcl.config import BFCLConfig, check_categories, kind_of
 from beyondagent_plugin_bfcl.env import BFCLEnv, bfcl_answer, bfcl_entry
 
 DONE = "Done."  # a closing message: no call, so the turn ends
+EPISODES_AT_ONCE = 4
 MALFORMED = '<tool_call>\n{"name": "ls", "arguments": {"a": true}\n</tool_call>'  # one brace short
 Calls = list[tuple[str, dict[str, Any]]]
 
@@ -187,11 +189,7 @@ def theirs(task_id: str, outputs: list[list[str]] | str, style: str, bfcl: Any) 
 
 
 def multi_turn_outputs(task_id: str, style: str) -> dict[str, list[list[str]]]:
-    env = BFCLEnv(BFCLConfig(style=style))
-    env.reset(Task(task_id=task_id, env="bfcl"))
-    methods = {name: method for instance in env.instances.values()
-               for name, method in inspect.getmembers(instance, predicate=inspect.ismethod)}
-    env.close()
+    methods = backend_methods(task_id)
     turns = [[bind_call(text, methods) for text in turn] for turn in bfcl_answer(task_id)]
     right = [[as_text(calls, style), DONE] if calls else [DONE] for calls in turns]
     outputs = {"right": right, "no_call": [[DONE] for _ in turns]}
@@ -205,6 +203,22 @@ def multi_turn_outputs(task_id: str, style: str) -> dict[str, list[list[str]]]:
         unknown = [("no_such_function", {"x": 1}), *turns[first]]
         outputs["unknown_function"] = [*right[:first], [as_text(unknown, style), DONE], *right[first + 1:]]
     return outputs
+
+
+def backend_methods(task_id: str) -> dict[str, Any]:
+    """The methods of the entry's backends, to bind the ground truth's positional arguments: BFCL's
+    own instances, built here (its ground truth is trusted; a model's calls run in the env's sandbox)."""
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
+
+    entry, name = bfcl_entry(task_id), checking.unique_name("tools")
+    try:
+        _, instances = execute_multi_turn_func_call([], entry["initial_config"], entry["involved_classes"], name,
+                                                    entry["id"], long_context="long_context" in task_id,
+                                                    is_evaL_run=False)
+        return {method_name: method for instance in instances.values()
+                for method_name, method in inspect.getmembers(instance, predicate=inspect.ismethod)}
+    finally:
+        checking.forget_instances(name)
 
 
 def single_turn_outputs(task_id: str, style: str) -> dict[str, str]:
@@ -235,6 +249,9 @@ def run(categories: list[str], *, limit: int = 0, style: str = "tools",
     bfcl = handler(style)
     report: dict[str, Any] = {"style": style, "categories": {}}
     started = time.monotonic()
+    # Our multi-turn episodes mostly wait on their backends' processes (`sandbox.py`): a task's
+    # episodes run side by side; BFCL's evaluator runs in this process, one output at a time.
+    pool = ThreadPoolExecutor(max_workers=EPISODES_AT_ONCE, thread_name_prefix="bfcl-agree")
     for category in categories:
         ids = [item["id"] for item in load_dataset_entry(category)]
         ids = ids[:limit] if limit else ids
@@ -243,8 +260,9 @@ def run(categories: list[str], *, limit: int = 0, style: str = "tools",
         for task_id in ids:
             outputs = (multi_turn_outputs(task_id, style) if kind_of(category) == "multi_turn"
                        else single_turn_outputs(task_id, style))
-            for label, output in outputs.items():
-                our_success, score, details = ours(task_id, copy.deepcopy(output), style)
+            verdicts = pool.map(lambda output, task_id=task_id: ours(task_id, copy.deepcopy(output), style),
+                                outputs.values())
+            for (label, output), (our_success, score, details) in zip(outputs.items(), verdicts, strict=True):
                 their_success = theirs(task_id, copy.deepcopy(output), style, bfcl)
                 row["scripted"] += 1
                 row["scripted_agree"] += our_success == their_success
@@ -263,6 +281,7 @@ def run(categories: list[str], *, limit: int = 0, style: str = "tools",
         report["categories"][category] = row
         progress(f"{category}: {row['gt_pass']}/{row['tasks']} ground truths pass, "
                  f"{row['scripted_agree']}/{row['scripted']} verdicts agree")
+    pool.shutdown()
     rows = report["categories"].values()
     scripted = sum(row["scripted"] for row in rows)
     report.update(tasks=sum(row["tasks"] for row in rows), gt_pass=sum(row["gt_pass"] for row in rows),

@@ -7,7 +7,8 @@ names and JSON values, so `repr` gives Python literals only. What is left is the
 that is no method of the episode's backends would be looked up among the executor module's
 globals and builtins (`open`, `importlib`...), so it becomes a name that exists nowhere; BFCL
 reports it as it reports any unknown function ("Error during execution: name ... is not
-defined"), and the episode goes on.
+defined"), and the episode goes on. A call that was not run (an argument cap, a step's limits)
+is recorded as `not_run_<name>()`, which fails the same way when BFCL's checker replays it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ def execution_texts(parsed: ParsedCalls, known: Collection[str]) -> list[str]:
     """The calls to execute, as BFCL's decoder would give them, names made safe."""
     return [call_text(safe_name(name, known), arguments)
             for name, arguments in zip(parsed.names, parsed.arguments(), strict=True)]
+
+
+def not_run_text(name: str) -> str:
+    """What BFCL's checker replays for a call that was not run here (`bounds.py`, `sandbox.py`): a
+    call of a name defined nowhere, without arguments, so it fails at once there too and costs nothing."""
+    return f"not_run_{name if PLAIN_NAME.match(name) else 'call'}()"
 
 
 def ast_form(parsed: ParsedCalls) -> list[dict[str, dict[str, Any]]]:

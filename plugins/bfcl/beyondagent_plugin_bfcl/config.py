@@ -17,6 +17,21 @@ import hashlib
 
 import attrs
 
+from beyondagent_core.checks import (
+    CHARS_WHY,
+    FRACTION_WHY,
+    MAX_CHARS,
+    MAX_TASKS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TURNS,
+    TASKS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TURNS_WHY,
+    number,
+)
+
 MULTI_TURN: tuple[str, ...] = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                                "multi_turn_long_context")
 AST: tuple[str, ...] = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple",
@@ -100,12 +115,9 @@ def _one_of(choices: tuple[str, ...]):  # noqa: ANN202 - an attrs validator
     return check
 
 
-def _at_least(minimum: int):  # noqa: ANN202 - an attrs validator
-    def check(instance: object, attribute: attrs.Attribute, value: int) -> None:
-        if value < minimum:
-            raise ValueError(f"{attribute.name} must be at least {minimum}, got {value}")
-
-    return check
+def _between(minimum: float, maximum: float, why: str):  # noqa: ANN202 - an attrs validator
+    """A number from `minimum` to `maximum`; `why` (memory, time, meaning) says what the maximum protects."""
+    return number(ge=minimum, le=maximum, why=why)
 
 
 @attrs.define
@@ -116,7 +128,7 @@ class BFCLTasksConfig:
 
     categories: list[str] = attrs.field(factory=lambda: ["multi_turn_base"])
     split: str = attrs.field(default="train", validator=_one_of(SPLITS))
-    limit: int = attrs.field(default=0, validator=_at_least(0))
+    limit: int = attrs.field(default=0, validator=_between(0, MAX_TASKS, TASKS_WHY))
     ids: list[str] = attrs.field(factory=list)
     data_dir: str = ""
 
@@ -132,13 +144,27 @@ class BFCLConfig:
     `turns` gives multi-turn partial credit, the fraction of turns BFCL's checker passes before the
     first failing one (the official verdict stays in the reward's `success` and details).
     `max_steps_per_turn`: BFCL's limit (20); a turn past it force-quits the entry, as in BFCL.
-    `max_output_chars`: a longer function result is cut with a visible marker."""
+    `max_output_chars`: a longer function result is cut with a visible marker.
+    Bounds on what the model's calls may cost (docs/bfcl.md, 'Bounds'; the argument caps of
+    `bounds.py` are not settings): `max_calls_per_step` calls of one message run, the rest are
+    reported not run; the calls of one step (and BFCL's check of an episode) may take
+    `max_call_seconds` together, in a process whose memory is capped at `max_call_memory_mb`."""
 
     style: str = attrs.field(default="tools", validator=_one_of(STYLES))
     reward: str = attrs.field(default="official", validator=_one_of(REWARDS))
-    max_steps_per_turn: int = attrs.field(default=MAX_STEPS_PER_TURN, validator=_at_least(1))
-    max_output_chars: int = attrs.field(default=4000, validator=_at_least(100))
+    max_steps_per_turn: int = attrs.field(default=MAX_STEPS_PER_TURN, validator=_between(1, MAX_TURNS, TURNS_WHY))
+    max_output_chars: int = attrs.field(default=4000, validator=_between(100, MAX_CHARS, CHARS_WHY))
     data_dir: str = ""
+    max_calls_per_step: int = attrs.field(
+        default=64, validator=_between(1, 1024, "time: BFCL's answers make at most 34 calls in a turn; each "
+                                                "result can fill max_output_chars of the observation"))
+    max_call_seconds: float = attrs.field(
+        default=5.0, validator=_between(0.1, 25, "time: a call takes microseconds; a stopped call's step can take "
+                                                 "twice this, which must stay under the env service's 60 s call "
+                                                 "timeout"))
+    max_call_memory_mb: int = attrs.field(
+        default=1024, validator=_between(256, 65536, "memory: the backends' process needs ~35 MiB of address "
+                                                     "space; more than 64 GiB is no cap"))
 
 
 @attrs.define
@@ -146,11 +172,11 @@ class BFCLWorkflowConfig:
     """`bfcl` workflow: `max_turns` model turns per episode (all user turns together); `system_prompt`
     goes before the tools' text (`style: tools`); unset sampling keys use the backend's."""
 
-    max_turns: int = attrs.field(default=60, validator=_at_least(1))
+    max_turns: int = attrs.field(default=60, validator=_between(1, MAX_TURNS, TURNS_WHY))
     system_prompt: str = ""
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
+    temperature: float | None = attrs.field(default=None, validator=_between(0, MAX_TEMPERATURE, TEMPERATURE_WHY))
+    top_p: float | None = attrs.field(default=None, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    max_tokens: int | None = attrs.field(default=None, validator=_between(1, MAX_TOKENS, TOKENS_WHY))
 
 
 @attrs.define

@@ -8,7 +8,11 @@ Multi-turn (`multi_turn_*`): `reset` creates fresh instances of the entry's back
 (BFCL's `execute_multi_turn_func_call` under an episode-unique name, so no two episodes share
 one) loaded with the entry's initial state, and shows the first user turn. Each `step` reads
 the calls in the assistant's message (`beyondagent_core.tool_calls`), runs them, and answers
-with the results (errors as BFCL words them) in `<tool_response>` blocks. A message with no
+with the results (errors as BFCL words them) in `<tool_response>` blocks. The backends live in
+a child process of their own (`sandbox.py`: a memory cap, a deadline per step that kills a
+call which never yields the GIL, the backends restored by replay); a call that breaks an
+argument cap (`bounds.py`) or the step's limits is not run, and its result says why (`Error
+during execution: ...`): the model's mistake, an observation, never an env error. A message with no
 valid call ends the user's turn, as in BFCL's inference loop: the next turn's user message
 follows, or, for a `miss_func` turn, the held-out functions with BFCL's "I have updated some
 more functions" prompt (always in the message: the conversation stays append-only). More than
@@ -29,18 +33,19 @@ from __future__ import annotations
 
 import copy
 import functools
-import inspect
 import itertools
 import os
+import time
 import uuid
 from typing import Any
 
 from beyondagent_core import Reward, Task
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.tool_calls import ParsedCalls, parse_tool_calls, tool_responses
+from beyondagent_plugin_bfcl import bounds, checking, explore
 from beyondagent_plugin_bfcl import calls as call_texts
-from beyondagent_plugin_bfcl import checking, explore
 from beyondagent_plugin_bfcl.config import BFCLConfig, category_of, kind_of, split_of
+from beyondagent_plugin_bfcl.sandbox import Backends, BackendsLost, CallStopped
 
 _episodes = itertools.count(1)
 ANSWERED = "[Your answer was recorded.]"  # the last observations (the env protocol wants one)
@@ -99,6 +104,7 @@ class BFCLEnv:
 
     def __init__(self, config: BFCLConfig | None = None):
         self.config = config or BFCLConfig()
+        self.backends = Backends(seconds=self.config.max_call_seconds, memory_mb=self.config.max_call_memory_mb)
         self.task: Task | None = None
         self.entry: dict[str, Any] = {}
         self.category = ""
@@ -131,9 +137,10 @@ class BFCLEnv:
         self.functions = list(entry["function"])
         if self.kind == "multi_turn":
             self.episode_name = f"ba_{os.getpid()}_{next(_episodes)}_{uuid.uuid4().hex[:8]}"
-            self.instances = self._instances()
-            self.known = {name for instance in self.instances.values() for name, _ in _public_methods(instance)}
-            self.state = explore.public_state(self.instances)
+            self.methods = self.backends.open({
+                "initial_config": entry["initial_config"], "involved_classes": entry["involved_classes"],
+                "name": self.episode_name, "entry_id": entry["id"], "long_context": "long_context" in self.category})
+            self.known = set(self.methods)
             if self.goal is not None:  # goal calls run as BFCL's ground truth: methods of these backends only
                 unknown = sorted({call.split("(", 1)[0] for call in self.goal["calls"]} - self.known)
                 if unknown:
@@ -182,9 +189,13 @@ class BFCLEnv:
     # --- optional methods -----------------------------------------------------------------
 
     def preload(self) -> None:
-        """Import BFCL's checkers and backends once per worker, before episodes."""
+        """Import BFCL's checkers once per worker, and start its backends' zygote, before episodes."""
         import bfcl_eval.eval_checker.ast_eval.ast_checker  # noqa: F401
         import bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker  # noqa: F401
+
+        from beyondagent_plugin_bfcl.sandbox import start_zygote
+
+        start_zygote()
 
     def task_ids(self, split: str) -> list[str]:
         from beyondagent_plugin_bfcl.config import CATEGORIES
@@ -196,7 +207,10 @@ class BFCLEnv:
         """Calls (as `<tool_call>` text) that read the backends' state (`explore.py`)."""
         if self.task is None or self.kind != "multi_turn":
             return []
-        return explore.read_actions(self.instances, {doc["name"] for doc in self.functions})
+        try:
+            return self.backends.read_actions(sorted({doc["name"] for doc in self.functions}))
+        except BackendsLost:
+            return []
 
     def describe_achieved(self) -> list[dict[str, Any]]:
         """Tasks this episode's state-changing calls achieved, each verifiable by BFCL's checker."""
@@ -216,38 +230,66 @@ class BFCLEnv:
                  if isinstance(call, dict)]))
         return parsed
 
-    def _instances(self) -> dict[str, Any]:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
-
-        _, instances = execute_multi_turn_func_call(
-            [], self.entry["initial_config"], self.entry["involved_classes"], self.episode_name, self.entry["id"],
-            long_context="long_context" in self.category, is_evaL_run=False)
-        return instances
-
     def _run_calls(self, parsed: ParsedCalls) -> EnvStep:
-        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
-
         texts = call_texts.execution_texts(parsed, self.known)
-        results, _ = execute_multi_turn_func_call(
-            texts, self.entry["initial_config"], self.entry["involved_classes"], self.episode_name,
-            self.entry["id"], long_context="long_context" in self.category, is_evaL_run=False)
-        self.decoded[self.turn].append(texts)
-        after = explore.public_state(self.instances)
-        changed, self.state = after != self.state, after
-        for index, (text, result) in enumerate(zip(texts, results, strict=True)):
+        names = [text.split("(", 1)[0] for text in texts]
+        refused = [self._refusal(index, name, arguments)
+                   for index, (name, arguments) in enumerate(zip(names, parsed.arguments(), strict=True))]
+        to_run = [text for text, why in zip(texts, refused, strict=True) if why is None]
+        outputs, changed, stopped, lost = [], False, "", ""
+        if to_run:
+            try:
+                outputs, changed = self.backends.run(to_run, time.monotonic() + self.config.max_call_seconds)
+            except CallStopped as stop:
+                outputs, changed = stop.results, stop.changed
+                stopped = (f"was stopped: the calls of one step may take {self.config.max_call_seconds:g} s here; "
+                           "the functions' state is as it was before this call (docs/bfcl.md, 'Bounds')")
+            except BackendsLost as exc:
+                outputs = exc.results
+                stopped = lost = f"was stopped, and the functions' state could not be restored: {exc}"
+        results, recorded, position = [], [], 0  # position: among the calls sent to run
+        for text, name, why in zip(texts, names, refused, strict=True):
+            if why is None:
+                position += 1
+                if position <= len(outputs):
+                    results.append(outputs[position - 1])
+                    recorded.append(text)
+                    continue
+                why = stopped if position == len(outputs) + 1 else (
+                    "was not run: the functions' state is lost" if lost else
+                    f"was not run: the calls of this step already took the {self.config.max_call_seconds:g} s "
+                    "they may take here")
+            shown = text if len(text) <= 80 else f"{text[:77]}..."
+            results.append(f"Error during execution: {shown} {why}")
+            recorded.append(call_texts.not_run_text(name))
+        self.decoded[self.turn].append(recorded)
+        for index, (text, result) in enumerate(zip(recorded, results, strict=True)):
             ok = not result.startswith("Error during execution")
             self.executed.append({"call": text, "ok": ok, "changed": changed and ok and index == len(texts) - 1})
         self.steps_in_turn += 1
         info = {"calls": len(texts), "malformed_calls": parsed.malformed, "turn": self.turn,
-                "errors": sum(result.startswith("Error during execution") for result in results)}
+                "errors": sum(result.startswith("Error during execution") for result in results),
+                "not_run": sum(text != done for text, done in zip(texts, recorded, strict=True))}
         observation = tool_responses(truncate(result, self.config.max_output_chars) for result in results)
         if parsed.errors:
             observation += "\n" + "\n".join(f"Malformed call, not run: {error}" for error in parsed.errors)
+        if lost:  # no functions to go on with: the episode ends, judged as BFCL judges a force-quit one
+            self.force_quit = True
+            info["ended_by"] = "bounds"
+            observation += "\nThe functions' state is lost: the episode ends."
+            return EnvStep(observation=[{"role": "user", "content": observation}], terminated=True, info=info)
         if self.steps_in_turn > self.config.max_steps_per_turn:
             self.force_quit = True
             info["ended_by"] = "step_limit"
             return EnvStep(observation=[{"role": "user", "content": observation}], terminated=True, info=info)
         return EnvStep(observation=[{"role": "user", "content": observation}], info=info)
+
+    def _refusal(self, index: int, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why a call of a step must not run (the step's call count, `bounds.py`), or None."""
+        if index >= self.config.max_calls_per_step:
+            return f"was not run: at most {self.config.max_calls_per_step} calls of one message run here"
+        why = bounds.refusal(self.methods.get(name), name, arguments) if name in self.known else None
+        return f"was not run: {why}" if why else None
 
     def _end_turn(self, parsed: ParsedCalls) -> EnvStep:
         info: dict[str, Any] = {"calls": 0, "malformed_calls": parsed.malformed, "turn": self.turn,
@@ -272,13 +314,15 @@ class BFCLEnv:
         last_turn = self.turn == len(self.questions) - 1
         ended = self.finished or last_turn
         decoded = self.decoded if ended else self.decoded[: self.turn]
-        verdict = checking.check_multi_turn(self.entry, self.ground_truth, decoded, style=self.config.style,
-                                            force_quit=self.force_quit or not ended)
-        partial = None
-        if self.config.reward == "turns":
-            passed = len(self.ground_truth) if verdict["valid"] else checking.turns_passed(
-                self.entry, self.ground_truth, decoded, style=self.config.style)
-            partial = passed / len(self.ground_truth)
+        try:  # BFCL's checker replays the calls: in the backends' process, within the same bounds
+            verdict, passed = self.backends.check(self.entry, self.ground_truth, decoded, self.config.style,
+                                                  self.force_quit or not ended, self.config.reward == "turns")
+        except CallStopped:
+            verdict = {"valid": False, "error_type": "multi_turn:check_stopped",
+                       "error_message": f"BFCL's check of this episode (it replays the episode's calls) took more "
+                                        f"than the {self.config.max_call_seconds:g} s it may take here"}
+            passed = 0
+        partial = passed / len(self.ground_truth) if self.config.reward == "turns" else None
         return self._reward(verdict, partial=partial)
 
     def _reward(self, verdict: dict[str, Any], *, partial: float | None) -> Reward:
@@ -301,13 +345,10 @@ class BFCLEnv:
         return Reward(score, official, reason, details)
 
     def _close_episode(self) -> None:
-        name = getattr(self, "episode_name", None)
-        if name:
-            checking.forget_instances(name)
-        self.episode_name, self.instances, self.known = None, {}, set()
+        self.backends.close()
+        self.episode_name, self.methods, self.known = None, {}, set()
         self.decoded: list[list[list[str]]] = [[]]
         self.executed: list[dict[str, Any]] = []
-        self.state: dict[str, Any] = {}
         self.answer_calls: list[dict[str, Any]] | None = None
         self.turn, self.steps_in_turn, self.malformed = 0, 0, 0
         self.finished, self.force_quit = False, False
@@ -316,11 +357,6 @@ class BFCLEnv:
         self.held_out: dict[str, Any] = {}
         self.functions: list[dict[str, Any]] = []
         self.ground_truth: Any = None
-
-
-def _public_methods(instance: Any) -> list[tuple[str, Any]]:
-    return [(name, method) for name, method in inspect.getmembers(instance, predicate=inspect.ismethod)
-            if not name.startswith("_")]
 
 
 def _arguments(call: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,8 @@ already put BFCL's own system prompt first. Then the model acts and the env answ
 results, or the next user turn when a message has no call) until the env ends the episode,
 `max_turns` model turns, or the token budget. Calls are parsed by the env (one parser, the
 core's); its per-step counts become the episode's metrics: `calls`, `malformed_calls`,
-`call_errors` (calls the backends refused), `user_turns`.
+`call_errors` (calls the backends refused), `calls_not_run` (calls past a bound: `bounds.py`, the step's
+limits), `user_turns`.
 """
 
 from __future__ import annotations
@@ -45,4 +46,5 @@ class BFCLWorkflow(ReactWorkflow):
         return {"calls": sum(int(step.info.get("calls", 0)) for step in steps),
                 "malformed_calls": sum(int(step.info.get("malformed_calls", 0)) for step in steps),
                 "call_errors": sum(int(step.info.get("errors", 0)) for step in steps),
+                "calls_not_run": sum(int(step.info.get("not_run", 0)) for step in steps),
                 "user_turns": 1 + sum(bool(step.info.get("ended_turn")) and not step.terminated for step in steps)}

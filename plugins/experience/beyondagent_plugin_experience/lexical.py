@@ -1,7 +1,8 @@
 """Lexical matching: the BM25 ranking of records (`bm25s`) and the normalized text that dedup compares.
 
-A record's document is its task query and its text. The BM25 index covers every record and is
-rebuilt when the store has grown (records are never removed, so the count says when).
+A record's document is its task query (for a task without one, the text of its start:
+`task_text`) and its text. The BM25 index covers every record and is rebuilt when the store has
+grown (records are never removed, so the count says when).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from beyondagent_core.experience import Experience
+from beyondagent_core.experience import VOLATILE_METADATA, Experience
+from beyondagent_core.types import Task
 
 WORD = re.compile(r"[^\W_]+")
 
@@ -20,9 +22,23 @@ def normalized_key(text: str) -> str:
     return " ".join(WORD.findall(text.lower()))
 
 
+def task_text(task: Task) -> str:
+    """What retrieval matches a task by: its query, or for a task that has none (the env poses it, as
+    gym tasks do) its env and its start (the metadata's values but the volatile ones: a FrozenLake
+    map's rows), so that tasks with similar starts find each other's records."""
+    if task.query:
+        return task.query
+    parts = [task.env or ""]
+    for key, value in sorted((task.metadata or {}).items()):
+        if key not in VOLATILE_METADATA:
+            parts += [key, *(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])]
+    return " ".join(part for part in parts if part) or task.task_id
+
+
 def document(record: Experience) -> str:
-    """What retrieval matches a task against: the query the lesson was learned on, then the lesson."""
-    return f"{record.query or ''}\n{record.text}".strip()
+    """What retrieval matches a task against: the query (or start) the lesson was learned on, then the lesson."""
+    learned_on = record.query or (record.metadata or {}).get("task_text") or ""
+    return f"{learned_on}\n{record.text}".strip()
 
 
 class Bm25Ranking:
@@ -38,7 +54,7 @@ class Bm25Ranking:
         if not records or n <= 0:
             return []
         if self._index is None or self._index[0] != len(records):
-            corpus = [f"{record.query or ''} {record.text}" for record in records]
+            corpus = [document(record) for record in records]
             index = bm25s.BM25()
             index.index(bm25s.tokenize(corpus, stopwords="en", show_progress=False), show_progress=False)
             self._index = (len(records), index, [record.experience_id for record in records])

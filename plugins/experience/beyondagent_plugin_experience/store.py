@@ -1,4 +1,4 @@
-"""The `experience` store: sqlite records, BM25 or embedding retrieval, hindsight or LLM summaries.
+"""The `experience` store: sqlite records, BM25 or embedding retrieval, hindsight, trajectory or LLM summaries.
 
 Records live in one sqlite file (a table `experiences`, keyed by the hash of the normalized text,
 so a lesson learned twice is kept once; a lesson equal to a stored one but for case, punctuation
@@ -6,13 +6,21 @@ and spacing, or with embeddings one whose vector is within `dedup_similarity`, i
 and not added either). Retrieval ranks every record by BM25 (`lexical`) of the task's query
 against the record's task query and text, or, with `embedding` set, by the cosine similarity of
 their vectors (`vectors`, `embeddings`), optionally fused with BM25. Then the task's own newest
-lessons fill up to `k`. Summaries turn a step's finished trajectories into new records
-(`summarize`, then `add`):
+lessons fill up to `k` — except with `exclude_own` (validation), which leaves out every record
+learned on the task itself (`same_task`). Summaries turn a step's finished trajectories into new
+records (`summarize`, then `add`), each with the problem it was learned on (`task_key`):
 
 - `hindsight` (offline, no LLM): per task, the shortest successful episode's actions, as a lesson
   for that task ("a successful attempt took these actions: ...");
+- `trajectory` (offline, no LLM): per task, up to `max_per_task` distinct successful episodes,
+  shortest first, each kept whole as a worked example (kind `example`: the task, each
+  observation and action, the outcome);
 - `llm`: per task, the LLM reads up to 4 successful and 4 failed attempts and writes lessons of
   AgentEvolver's three kinds — from a success, from a failure, from comparing the two.
+
+`hindsight` and `trajectory` records keep the episode's model turns (`metadata["turns"]`), so
+`examples_of(task)` can hand prefix sampling (`experience.prefix_ratio`) the task's stored
+successes to replay.
 
 Several processes may share one file (parallel runs, a Ray cluster's workers): the file is in
 WAL mode (readers never wait for the writer), each store writes through its one connection, and
@@ -38,13 +46,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from beyondagent_core.errors import RunError
-from beyondagent_core.experience import Experience
+from beyondagent_core.errors import RunError, SpecError
+from beyondagent_core.experience import Experience, same_task, task_key
 from beyondagent_core.llm import OpenAIChat
 from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_experience.config import ExperienceStoreConfig
-from beyondagent_plugin_experience.lexical import Bm25Ranking, document, normalized_key
+from beyondagent_plugin_experience.lexical import Bm25Ranking, document, normalized_key, task_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,6 +92,21 @@ each one or two sentences, each as <lesson kind="success">...</lesson>.
 
 def actions_of(trajectory: Trajectory) -> list[str]:
     return [turn.content.strip() for turn in trajectory.turns if turn.role == "assistant" and turn.content.strip()]
+
+
+def learned_on(task: Task, success: Trajectory | None = None) -> dict[str, Any]:
+    """A record's metadata: the problem it was learned on (`task_key`, and a synthetic task's seed task,
+    so validation can refuse it for that problem) and, for a successful episode, its model turns
+    (what prefix sampling replays)."""
+    metadata: dict[str, Any] = {"task_key": task_key(task)}
+    if not task.query:  # what retrieval matches a query-less task by (lexical.document)
+        metadata["task_text"] = task_text(task)
+    if task.seed_task_id:
+        metadata["seed_task_id"] = task.seed_task_id
+    if success is not None:
+        metadata["turns"] = [{"content": turn.content, "tool_calls": turn.tool_calls}
+                             for turn in success.turns if turn.role == "assistant"]
+    return metadata
 
 
 def _locked(exc: Exception) -> bool:
@@ -126,7 +149,14 @@ class SqliteExperienceStore:
             self.counters.update(embedding_failures=0)
 
     def bind(self, run: Run) -> None:
-        """The run's directory holds the file unless `path` is set; the run's `llm` summarizes."""
+        """The run's directory holds the file unless `path` is set; the run's `llm` summarizes.
+        Prefix sampling needs trajectories to replay, which the `llm` summarizer does not keep."""
+        experience = run.spec.component("experience") if getattr(run, "spec", None) is not None else None
+        prefix_ratio = getattr(getattr(experience, "block", None), "prefix_ratio", 0)
+        if prefix_ratio and self.config.summarizer == "llm":
+            raise SpecError(f"experience.prefix_ratio is {prefix_ratio}, but summarizer llm stores lessons, not the "
+                            "successful trajectories prefix sampling replays", where="experience.prefix_ratio",
+                            hint="use experience.summarizer: trajectory (or hindsight), or set prefix_ratio: 0")
         if self._path is None:
             self._path = Path(run.run_dir) / DEFAULT_FILE
         self.run_name = self.run_name or run.info.name
@@ -382,22 +412,25 @@ class SqliteExperienceStore:
 
     # --- retrieval ----------------------------------------------------------------------------
 
-    def retrieve(self, task: Task, k: int) -> list[Experience]:
-        """The `k` records most relevant to `task` (BM25 or vectors), then its own task's newest records."""
+    def retrieve(self, task: Task, k: int, *, exclude_own: bool = False) -> list[Experience]:
+        """The `k` records most relevant to `task` (BM25 or vectors), then its own task's newest records;
+        with `exclude_own` (a rollout that is scored), none learned on `task` itself (`same_task`)."""
         records = self.all()
         self.counters["retrievals"] += 1
         if not records or k <= 0:
             return []
-        by_id = {record.experience_id: record for record in records}
-        query = task.query or task.task_id
-        ranked = self._vector_ranking(query, records, k) if self.embedder is not None else None
+        own = {record.experience_id for record in records if same_task(record, task)} if exclude_own else set()
+        by_id = {record.experience_id: record for record in records if record.experience_id not in own}
+        query = task_text(task)
+        wide = k + len(own)  # the ranking covers every record; the task's own are dropped after it
+        ranked = self._vector_ranking(query, records, wide) if self.embedder is not None else None
         if ranked is None:
-            ranked = self._bm25.rank(query, records, k)
-        chosen = [by_id[key] for key in ranked[:k] if key in by_id]
-        for record in reversed(records):  # then the newest lessons of this very task
-            if len(chosen) >= k:
+            ranked = self._bm25.rank(query, records, wide)
+        chosen = [by_id[key] for key in ranked if key in by_id][:k]
+        for record in reversed(records):  # then the newest lessons of this very task (or problem)
+            if len(chosen) >= k or exclude_own:
                 break
-            if record.task_id in (task.task_id, task.seed_task_id) and record not in chosen:
+            if same_task(record, task) and record not in chosen:
                 chosen.append(record)
         chosen = chosen[:k]
         self.counters["retrieved"] += len(chosen)
@@ -429,6 +462,13 @@ class SqliteExperienceStore:
                 fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
         return sorted(fused, key=lambda key: -fused[key])
 
+    def examples_of(self, task: Task) -> list[Experience]:
+        """The stored successful trajectories of `task` itself (its id, or the same problem: `task_key`)
+        that carry their model turns (`hindsight` and `trajectory` records), oldest first."""
+        key = task_key(task)
+        return [record for record in self.all() if isinstance(record.metadata.get("turns"), list)
+                and (record.task_id == task.task_id or record.metadata.get("task_key") == key)]
+
     def _query_vector(self, query: str) -> np.ndarray:
         vector = self._queries.get(query)
         if vector is None:
@@ -445,6 +485,8 @@ class SqliteExperienceStore:
             by_task.setdefault(trajectory.task.task_id, []).append(trajectory)
         if self.config.summarizer == "hindsight":
             return [e for group in by_task.values() for e in self.hindsight(group, step)]
+        if self.config.summarizer == "trajectory":
+            return [e for group in by_task.values() for e in self.examples(group, step)]
         if self.llm is None:
             raise RunError("experience.summarizer is llm but no LLM is configured", where="experience.llm",
                            hint="set experience.llm (model, base_url) or the spec's llm, or use summarizer: hindsight")
@@ -460,7 +502,50 @@ class SqliteExperienceStore:
         text = (f"For the task \"{(task.query or task.task_id).strip()}\", a successful attempt took these actions: "
                 + " -> ".join(action[:200] for action in actions_of(best)))
         return [Experience(text=text[: self.config.max_chars], kind="hindsight", task_id=task.task_id,
-                           query=task.query, outcome=float(best.reward.score), source_run=self.run_name, step=step)]
+                           query=task.query, outcome=float(best.reward.score), source_run=self.run_name, step=step,
+                           metadata=learned_on(task, best))]
+
+    def examples(self, group: Sequence[Trajectory], step: int) -> list[Experience]:
+        """Up to `max_per_task` distinct successful episodes of one task, shortest first, each a worked example."""
+        wins = sorted((t for t in group if succeeded(t) and actions_of(t)), key=lambda t: len(actions_of(t)))
+        made: list[Experience] = []
+        seen: set[tuple[str, ...]] = set()
+        for trajectory in wins:
+            actions = tuple(actions_of(trajectory))
+            if actions in seen:
+                continue
+            seen.add(actions)
+            task = trajectory.task
+            made.append(Experience(text=self.example_text(trajectory)[: self.config.max_chars], kind="example",
+                                   task_id=task.task_id, query=task.query, outcome=float(trajectory.reward.score),
+                                   source_run=self.run_name, step=step, metadata=learned_on(task, trajectory)))
+            if len(made) >= self.config.max_per_task:
+                break
+        return made
+
+    def example_text(self, trajectory: Trajectory) -> str:
+        """A successful episode as a worked example: the outcome and task, then each observation (cut at
+        `observation_chars`; none with 0) and the action taken after it. The system prompt is left out."""
+        query = (trajectory.task.query or "").strip()
+        lines = [f"A successful attempt (reward {trajectory.reward.score:g})"
+                 + (f" at the task: {query}" if query else ":")]
+        cut = self.config.observation_chars
+        pending: list[str] = []
+        step = 0
+        for turn in trajectory.turns:
+            if turn.role == "system":
+                continue
+            if turn.role != "assistant":
+                pending.append(turn.content.strip())
+                continue
+            step += 1
+            observation = "\n".join(text for text in pending if text)
+            pending = []
+            if cut and observation:
+                lines.append(f"Observation {step}: "
+                             + (observation if len(observation) <= cut else observation[:cut].rstrip() + " ..."))
+            lines.append(f"Action {step}: {turn.content.strip()[:200]}")
+        return "\n".join(lines)
 
     async def lessons(self, group: Sequence[Trajectory], step: int) -> list[Experience]:
         task = group[0].task
@@ -487,7 +572,8 @@ class SqliteExperienceStore:
             log.warning("experience.no_lessons", task=task.task_id, answer=(turn.content or "")[-200:])
         return [Experience(text=" ".join(text.split())[: self.config.max_chars], kind=kind.lower(),
                            task_id=task.task_id, query=task.query, outcome=float(outcome),
-                           source_run=self.run_name, step=step) for kind, text in found if text.strip()]
+                           source_run=self.run_name, step=step, metadata=learned_on(task))
+                for kind, text in found if text.strip()]
 
     # --- the rest of the protocol -------------------------------------------------------------
 

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.beyondagent_plugins("experience")
 
 
 class TestExperienceStore(ExperienceStoreContract):
-    @pytest.fixture
-    def implementation(self, tmp_path: Path) -> dict[str, Any]:
-        return {"name": "experience", "path": str(tmp_path / "lessons.sqlite")}
+    @pytest.fixture(params=["hindsight", "trajectory"])
+    def implementation(self, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
+        return {"name": "experience", "path": str(tmp_path / "lessons.sqlite"), "summarizer": request.param}
 
 
 def episode(task: str, actions: list[str], success: bool) -> Trajectory:

@@ -4,7 +4,10 @@ model's and the real model's (SmolLM2-135M-Instruct, fetched once into the user'
 A guided episode's policy sees the experience in the task message on every turn (the token sequence
 accepts it: no earlier message ever changes); the trajectory the workflow records has none of it;
 `stripped_sequence` equals, id for id, the sequence of the same conversation never shown the
-experience — and keeps the model's sampled ids and log-probs exactly.
+experience — and keeps the model's sampled ids and log-probs exactly. A prefix-started episode
+(`PrefixLLM`) puts the replayed turns in the policy's prompt (mask 0): only the turns it sampled
+are trained, with their exact ids and log-probs, and its first step observes the state the prefix
+reached, as the unprefixed episode's step there does.
 """
 
 from __future__ import annotations
@@ -14,12 +17,18 @@ from typing import Any
 
 import pytest
 
+from beyondagent_core.advantages import scored_episode
 from beyondagent_core.experience import Experience
 from beyondagent_core.runtime.guidance import (
+    EXAMPLES_PREAMBLE,
     EXPERIENCE_END,
     EXPERIENCE_START,
     GuidedLLM,
+    PrefixLLM,
+    experience_text,
     guided_rollouts,
+    prefix_length,
+    prefix_rollouts,
     stripped_sequence,
     trains_stripped,
 )
@@ -107,3 +116,41 @@ def test_which_rollouts_are_guided() -> None:
 def test_which_guided_episodes_are_stripped() -> None:
     assert trains_stripped("strip", False) and not trains_stripped("keep", True)
     assert trains_stripped("hybrid", True) and not trains_stripped("hybrid", False)
+
+
+def test_replayed_turns_are_the_prompt_and_only_the_policys_turns_train(template) -> None:
+    policy = ScriptedPolicy(template, ["down", "done"])
+    llm = PrefixLLM(policy, [{"content": "right"}])
+    turns = asyncio.run(play(llm))
+    assert llm.replayed == 1 and len(policy.seen) == 2  # the policy is first asked after the replayed move
+    assert policy.seen[0][2] == {"role": "assistant", "content": "right"}
+    sequence = policy.sequence
+    assert len(sequence.turn_spans) == 2 and sequence.turn_spans[0][0] == sequence.prompt_length
+    prompt = template.tokenizer.decode(sequence.input_ids[:sequence.prompt_length])
+    assert "right" in prompt and "Board: .S" in prompt  # the replayed move and what it led to: context
+    assert set(sequence.loss_mask[:sequence.prompt_length]) == {0}
+    assert [t.token_ids is None for t in turns if t.role == "assistant"] == [True, False, False]
+    trained = [sequence.input_ids[a:b] for a, b in sequence.turn_spans]
+    assert trained == [t.token_ids for t in turns if t.token_ids is not None]  # sampled ids, as sampled
+    assert [sequence.logprobs[a:b] for a, b in sequence.turn_spans] == [t.logprobs for t in turns if t.logprobs]
+    # the estimator's steps: the policy's two turns, the first observing the state the prefix reached
+    trajectory = Trajectory(task=Task(task_id="t"), turns=turns, metrics={"prefix_turns": 1})
+    steps = scored_episode(0, trajectory, sequence.turn_spans, len(sequence)).steps
+    assert [(s.observation, s.action) for s in steps] == [("Board: .S\n.G", "down"), ("Board: ..\n.S", "done")]
+
+
+def test_which_rollouts_start_from_a_prefix_and_how_much_is_replayed() -> None:
+    guided = guided_rollouts(8, "mixed", 0.25, seed=("run", 1))
+    prefixed = prefix_rollouts(8, 0.5, taken=guided, seed=("run", 1))
+    assert len(prefixed) == 4 and not prefixed & guided
+    assert prefixed == prefix_rollouts(8, 0.5, taken=guided, seed=("run", 1))
+    assert len(prefix_rollouts(4, 1.0, taken={0, 1}, seed=0)) == 2  # never more than the unguided ones
+    assert prefix_rollouts(4, 0.0, taken=set(), seed=0) == set()
+    assert [prefix_length(n, 0.5) for n in (1, 2, 3, 4, 10)] == [0, 1, 2, 2, 5]
+    assert prefix_length(4, 1.0) == 3 and prefix_length(4, 0.01) == 1  # the policy always acts; one at least
+
+
+def test_worked_examples_are_introduced_as_examples() -> None:
+    examples = [Experience(text="A successful attempt (reward 1):\nAction 1: right", kind="example")]
+    assert EXAMPLES_PREAMBLE in experience_text(examples)
+    assert EXAMPLES_PREAMBLE not in experience_text([*examples, LESSONS[0]])  # mixed with lessons: lessons'

@@ -25,11 +25,17 @@ The rule, in order:
    number is invalid; digits are ASCII 0-9 only.
 6. Nothing found: invalid.
 
+A reply longer than 200,000 characters (a runaway generation; a chat reply is a few thousand) is
+read from its last 200,000, where its answer is. Reading costs time linear in the text: a
+reply made to be slow ("not not not ...", a flood of tags or labels) takes what any reply of its
+length takes, ~0.2 s at the cap on a busy 2-core machine.
+
 Ambiguous and invalid answers give `index=None` and a `problem` to show the model.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Mapping, Sequence
 
@@ -44,6 +50,7 @@ _CLAUSE_END = re.compile(r"[.,;:!?\n]|\bbut\b", re.IGNORECASE)
 _WORD_EDGE = r"\w'-"  # a match may not touch these: "left-hand", "move_left", "left's" are not "left"
 _NUMBER = re.compile(r"(?<![\w.])[+-]?[0-9]+(?![\w]|\.[0-9])")
 _SHOWN_DIGITS = 10
+MAX_TEXT = 200_000  # characters read, from the end (see the module docstring)
 
 
 @attrs.frozen
@@ -61,7 +68,7 @@ def parse_action(text: str, actions: Sequence[str], synonyms: Mapping[str, str] 
     several words ("pick up"). See the module docstring for the rule.
     """
     synonyms = dict(synonyms or {})
-    part, where = _part_to_read(text.replace("\u2019", "'"))
+    part, where = _part_to_read(text[-MAX_TEXT:].replace("\u2019", "'"))
     named, ruled_out = _named_actions(part, actions, synonyms)
     if len(named) == 1:
         return ParsedAction(actions.index(named[0]))
@@ -102,11 +109,13 @@ def _named_actions(part: str, actions: Sequence[str], synonyms: dict[str, str]) 
     pattern = "|".join(re.escape(word).replace(r"\ ", r"[\s_-]*") for word in alternatives)
     found = re.finditer(rf"(?<![{_WORD_EDGE}])(?:{pattern})(?![{_WORD_EDGE}])", part, re.IGNORECASE)
     negated = _negated_spans(part)
+    starts = [start for start, _ in negated]
     named: dict[str, None] = {}
     ruled_out: dict[str, None] = {}
     for match in found:
         action = by_key[_key(match.group(0))]
-        if any(start <= match.start() < end for start, end in negated):
+        inside = bisect.bisect_right(starts, match.start()) - 1  # the last span starting at or before it
+        if inside >= 0 and match.start() < negated[inside][1]:
             ruled_out[action] = None
         else:
             named[action] = None
@@ -114,11 +123,18 @@ def _named_actions(part: str, actions: Sequence[str], synonyms: dict[str, str]) 
 
 
 def _negated_spans(part: str) -> list[tuple[int, int]]:
-    """The stretches of `part` a negation rules out: from each negation to the end of its clause."""
-    spans = []
+    """The stretches of `part` a negation rules out: from each negation to the end of its clause,
+    sorted and merged. One pass over the clause ends and a binary search per negation: a text made of
+    negations ("not not not ...") costs what any text of its length does, not its length squared."""
+    ends = [end.start() for end in _CLAUSE_END.finditer(part)]
+    spans: list[tuple[int, int]] = []
     for negation in _NEGATION.finditer(part):
-        end = _CLAUSE_END.search(part, negation.end())
-        spans.append((negation.end(), end.start() if end else len(part)))
+        after = bisect.bisect_left(ends, negation.end())
+        start, end = negation.end(), ends[after] if after < len(ends) else len(part)
+        if spans and start <= spans[-1][1]:  # in the clause of an earlier negation: one span
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
     return spans
 
 

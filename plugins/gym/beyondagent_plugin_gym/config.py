@@ -27,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.checks import MAX_REWARD, MAX_TURNS, REWARD_WHY, TURNS_WHY, number
 from beyondagent_plugin_gym.seeds import SPLIT_SIZE, SPLITS
 
 GAMES: tuple[str, ...] = ("frozenlake", "taxi", "cliffwalking")
@@ -34,6 +35,15 @@ MAP_SIDE_LIMIT = 128
 """The largest FrozenLake side any config may allow: gymnasium's transition table grows with the
 map's area (a 128x128 env builds in about half a second, a 512x512 one in several seconds), and
 every observation shows the whole map."""
+
+# Each number's range (the factories' `check_*` functions below check what spans several keys).
+_SIDE = number(ge=2, le=MAP_SIDE_LIMIT, why="time: gymnasium builds a table as large as the map, and every "
+                                            "observation shows the whole map")
+_P = number(gt=0, le=1, why="meaning: a probability (0 would make every tile a hole)")
+_MAX_STEPS = number(ge=1, le=MAX_TURNS, why=TURNS_WHY)
+_REWARD = number(ge=-MAX_REWARD, le=MAX_REWARD, why=REWARD_WHY)
+_PER_SPLIT = number(ge=1, le=SPLIT_SIZE, why=f"meaning: a split has {SPLIT_SIZE:,} seeds")
+_LATENCY = number(ge=0, le=60_000, why="time: a minute of waiting per step")
 
 
 @attrs.define
@@ -48,15 +58,15 @@ class FrozenLakeConfig:
     module docstring.
     """
 
-    size: int = 4
-    max_size: int = 64
-    p: float = 0.8
+    size: int = attrs.field(default=4, validator=_SIDE)
+    max_size: int = attrs.field(default=64, validator=_SIDE)
+    p: float = attrs.field(default=0.8, validator=_P)
     is_slippery: bool = False
-    max_steps: int = 20
-    invalid_action_reward: float | None = None
+    max_steps: int = attrs.field(default=20, validator=_MAX_STEPS)
+    invalid_action_reward: float | None = attrs.field(default=None, validator=_REWARD)
     turn_prompt: str | None = None
-    tasks_per_split: int = 100
-    step_latency_ms: float = 0.0
+    tasks_per_split: int = attrs.field(default=100, validator=_PER_SPLIT)
+    step_latency_ms: float = attrs.field(default=0.0, validator=_LATENCY)
 
 
 @attrs.define
@@ -66,11 +76,11 @@ class TaxiConfig:
     `invalid_action_reward`: see the module docstring (unset: -1, what a move costs).
     """
 
-    max_steps: int = 40
-    invalid_action_reward: float | None = None
+    max_steps: int = attrs.field(default=40, validator=_MAX_STEPS)
+    invalid_action_reward: float | None = attrs.field(default=None, validator=_REWARD)
     turn_prompt: str | None = None
-    tasks_per_split: int = 100
-    step_latency_ms: float = 0.0
+    tasks_per_split: int = attrs.field(default=100, validator=_PER_SPLIT)
+    step_latency_ms: float = attrs.field(default=0.0, validator=_LATENCY)
 
 
 @attrs.define
@@ -81,11 +91,11 @@ class CliffWalkingConfig:
     """
 
     is_slippery: bool = False
-    max_steps: int = 30
-    invalid_action_reward: float | None = None
+    max_steps: int = attrs.field(default=30, validator=_MAX_STEPS)
+    invalid_action_reward: float | None = attrs.field(default=None, validator=_REWARD)
     turn_prompt: str | None = None
-    tasks_per_split: int = 100
-    step_latency_ms: float = 0.0
+    tasks_per_split: int = attrs.field(default=100, validator=_PER_SPLIT)
+    step_latency_ms: float = attrs.field(default=0.0, validator=_LATENCY)
 
 
 @attrs.define
@@ -98,10 +108,11 @@ class GymTasksConfig:
 
     env: str = "frozenlake"
     split: str = "train"
-    count: int = 100
-    start: int = 0
-    size: int = 4
-    p: float = 0.8
+    count: int = attrs.field(default=100, validator=_PER_SPLIT)
+    start: int = attrs.field(default=0, validator=number(ge=0, le=SPLIT_SIZE - 1, why=f"meaning: a split has "
+                                                                                     f"{SPLIT_SIZE:,} seeds"))
+    size: int = attrs.field(default=4, validator=_SIDE)
+    p: float = attrs.field(default=0.8, validator=_P)
     is_slippery: bool = False
 
 

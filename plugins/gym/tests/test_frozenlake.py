@@ -285,5 +285,5 @@ def test_step_latency_makes_each_step_wait(monkeypatch: pytest.MonkeyPatch) -> N
     env.step({"role": "assistant", "content": "right"})
     env.step({"role": "assistant", "content": "no move here"})
     assert slept == [0.05, 0.05]
-    with pytest.raises(ValueError, match="step_latency_ms must be a number >= 0"):
+    with pytest.raises(ValueError, match="step_latency_ms must be >= 0, got -1"):
         lake(step_latency_ms=-1)

@@ -60,8 +60,9 @@ def test_the_registry_builds_each_env_from_a_spec_block(plugin_manager) -> None:
 @pytest.mark.parametrize(
     ("kind", "block", "message"),
     [
-        ("env", {"name": "frozenlake", "size": 1}, "invalid component: size must be an integer in [2, 128], got 1"),
-        ("env", {"name": "taxi", "max_steps": 0}, "invalid component: max_steps must be at least 1"),
+        ("env", {"name": "frozenlake", "size": 1}, "component.size must be >= 2, got 1"),
+        ("env", {"name": "frozenlake", "size": 129}, "component.size must be <= 128 (time: gymnasium builds"),
+        ("env", {"name": "taxi", "max_steps": 0}, "component.max_steps must be >= 1, got 0"),
         ("env", {"name": "frozenlake", "slippery": True}, "unknown key component.slippery"),
         ("task_source", {"name": "gym_tasks", "env": "pong"}, "invalid component: env must be one of"),
     ],

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from beyondagent_core.checks import number
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
 from beyondagent_core.logs import get_logger
@@ -76,14 +77,8 @@ def _check_mode(instance: Any, attribute: attrs.Attribute, value: str) -> None:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {value!r}")
 
 
-def _check_k(instance: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 1:
-        raise ValueError(f"k must be >= 1, got {value!r}")
-
-
-def _check_threshold(instance: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"threshold must be between 0 and 1, got {value!r}")
+_check_k = number(ge=1, le=1000, why="time: each judgement is an LLM call for every episode")
+_check_threshold = number(ge=0, le=1, why="meaning: a judgement's score is from 0 to 1")
 
 
 def _check_prompt(instance: Any, attribute: attrs.Attribute, value: str | None) -> None:

@@ -27,7 +27,15 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.checks import number
+from beyondagent_core.checks import (
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TURNS,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TURNS_WHY,
+    number,
+)
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, OpenAIChat
 from beyondagent_core.logs import get_logger
@@ -68,13 +76,15 @@ class LLMSummarizerConfig:
     own; None uses the LLM the exploration stage hands in (the explorer's).
     """
 
-    task_summary_history_length: int = attrs.field(default=10, validator=number(ge=0))
-    max_tasks: int = attrs.field(default=3, validator=number(ge=1))
+    task_summary_history_length: int = attrs.field(default=10, validator=number(ge=0, le=MAX_TURNS, why=TURNS_WHY))
+    max_tasks: int = attrs.field(default=3, validator=number(ge=1, le=MAX_TURNS, why="time: every task is checked "
+                                                                                     "and explored"))
     entities: list[str] = attrs.field(factory=list)
     operations: list[str] = attrs.field(factory=list)
     difficulty: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
+    temperature: float | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TEMPERATURE,
+                                                                           why=TEMPERATURE_WHY))
+    max_tokens: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
     llm: LLMConfig | None = None
 
 

@@ -5,26 +5,45 @@ Kept free of heavy imports so `beyondagent plugins` and spec validation stay fas
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 
-from beyondagent_core.checks import MISSING, names
+from beyondagent_core.checks import (
+    CHARS_WHY,
+    CONCURRENCY_WHY,
+    FRACTION_WHY,
+    MAX_CHARS,
+    MAX_CONCURRENCY,
+    MAX_MB,
+    MAX_REWARD,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_TASKS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TURNS,
+    MB_WHY,
+    MISSING,
+    REWARD_WHY,
+    SECONDS_WHY,
+    SEED_WHY,
+    TASKS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TURNS_WHY,
+    names,
+    number,
+)
 
 ARITHMETIC_OPERATORS = ("+", "-", "*", "/")
+_TOO_LONG = "time: longer expressions and larger numbers than any model should read"
 SPLITS = ("train", "val", "test")
 
 
-def _at_least(minimum: int) -> Any:
-    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-        if value is not None and value < minimum:
-            raise ValueError(f"{attribute.name} must be >= {minimum}, got {value!r}")
-    return check
-
-
-def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+_tokens = number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY)
+_temperature = number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY)
+_top_p = number(gt=0, le=1, why=FRACTION_WHY)
+_score = number(ge=-MAX_REWARD, le=MAX_REWARD, why=REWARD_WHY)
+_sandbox_seconds = number(gt=0, le=3600, why="time: an hour for one run of the model's code")
 
 
 # --- task sources -----------------------------------------------------------------------------
@@ -45,7 +64,7 @@ class MathJsonlConfig:
     answer_field: str = "answer"
     id_field: str | None = None
     id_prefix: str | None = None
-    limit: int | None = attrs.field(default=None, validator=_at_least(0))
+    limit: int | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TASKS, why=TASKS_WHY))
     judge: str | None = attrs.field(default=None, metadata=names("reward"))
 
 
@@ -60,13 +79,13 @@ class ArithmeticConfig:
     disjoint streams (train/val/test differ for the same seed).
     """
 
-    count: int = attrs.field(default=256, validator=_at_least(1))
+    count: int = attrs.field(default=256, validator=number(ge=1, le=MAX_TASKS, why=TASKS_WHY))
     split: str = "train"
-    seed: int = 0
-    level: int | None = attrs.field(default=1, validator=_at_least(1))
-    operands: int = attrs.field(default=2, validator=_at_least(2))
-    digits: int = attrs.field(default=1, validator=_at_least(1))
-    max_operand: int | None = attrs.field(default=None, validator=_at_least(1))
+    seed: int = attrs.field(default=0, validator=number(ge=0, le=MAX_SEED, why=SEED_WHY))
+    level: int | None = attrs.field(default=1, validator=number(ge=1, le=5, why="meaning: levels 1 to 5 are defined"))
+    operands: int = attrs.field(default=2, validator=number(ge=2, le=100, why=_TOO_LONG))
+    digits: int = attrs.field(default=1, validator=number(ge=1, le=18, why=_TOO_LONG))
+    max_operand: int | None = attrs.field(default=None, validator=number(ge=1, le=10**18, why=_TOO_LONG))
     operators: list[str] = attrs.field(factory=lambda: ["+", "-"])
     parentheses: bool = False
     question: str = "What is {expression}?"
@@ -111,9 +130,9 @@ class MathCotConfig:
 
     system_prompt: str = COT_SYSTEM_PROMPT
     use_task_prompt: bool = True
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = attrs.field(default=None, validator=_positive)
+    temperature: float | None = attrs.field(default=None, validator=_temperature)
+    top_p: float | None = attrs.field(default=None, validator=_top_p)
+    max_tokens: int | None = attrs.field(default=None, validator=_tokens)
 
 
 @attrs.define
@@ -132,15 +151,17 @@ class SandboxConfig:
     isolation the tool refuses to start. Only for trusted models.
     """
 
-    timeout: float = attrs.field(default=10.0, validator=_positive)
-    cpu_seconds: int = attrs.field(default=10, validator=_positive)
-    memory_mb: int = attrs.field(default=1024, validator=_at_least(64))
-    max_processes: int = attrs.field(default=16, validator=_at_least(1))
-    max_file_mb: int = attrs.field(default=16, validator=_at_least(1))
-    max_open_files: int = attrs.field(default=64, validator=_at_least(16))
-    max_disk_mb: int = attrs.field(default=64, validator=_at_least(1))
-    max_output_chars: int = attrs.field(default=2000, validator=_at_least(64))
-    max_concurrent: int = attrs.field(default=4, validator=_at_least(1))
+    timeout: float = attrs.field(default=10.0, validator=_sandbox_seconds)
+    cpu_seconds: int = attrs.field(default=10, validator=_sandbox_seconds)
+    memory_mb: int = attrs.field(default=1024, validator=number(ge=64, le=MAX_MB, why=MB_WHY))
+    max_processes: int = attrs.field(default=16, validator=number(ge=1, le=4096, why="memory: each process of "
+                                                                                         "the model's code"))
+    max_file_mb: int = attrs.field(default=16, validator=number(ge=1, le=MAX_MB, why=MB_WHY))
+    max_open_files: int = attrs.field(default=64, validator=number(ge=16, le=1 << 20, why="meaning: Linux caps open "
+                                                                                             "files at 1,048,576"))
+    max_disk_mb: int = attrs.field(default=64, validator=number(ge=1, le=MAX_MB, why=MB_WHY))
+    max_output_chars: int = attrs.field(default=2000, validator=number(ge=64, le=MAX_CHARS, why=CHARS_WHY))
+    max_concurrent: int = attrs.field(default=4, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
     unsafe_local: bool = False
 
 
@@ -157,13 +178,13 @@ class MathToolConfig:
 
     system_prompt: str = TOOL_SYSTEM_PROMPT
     use_task_prompt: bool = True
-    max_turns: int = attrs.field(default=4, validator=_at_least(1))
-    max_tool_calls: int = attrs.field(default=3, validator=_at_least(0))
+    max_turns: int = attrs.field(default=4, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    max_tool_calls: int = attrs.field(default=3, validator=number(ge=0, le=MAX_TURNS, why=TURNS_WHY))
     observation_role: str = "user"
     stop: list[str] | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = attrs.field(default=None, validator=_positive)
+    temperature: float | None = attrs.field(default=None, validator=_temperature)
+    top_p: float | None = attrs.field(default=None, validator=_top_p)
+    max_tokens: int | None = attrs.field(default=None, validator=_tokens)
     sandbox: SandboxConfig = attrs.field(factory=SandboxConfig)
 
 
@@ -190,12 +211,12 @@ class MathAnswerConfig:
     `verify_timeout`: seconds math-verify may take per answer.
     """
 
-    correct_score: float = 1.0
-    format_score: float = 0.0
+    correct_score: float = attrs.field(default=1.0, validator=_score)
+    format_score: float = attrs.field(default=0.0, validator=_score)
     last_number: bool = False
     allow_expressions: bool = False
-    truncated_score: float | None = 0.0
-    verify_timeout: float = attrs.field(default=15.0, validator=_positive)
+    truncated_score: float | None = attrs.field(default=0.0, validator=_score)
+    verify_timeout: float = attrs.field(default=15.0, validator=number(gt=0, le=MAX_SECONDS, why=SECONDS_WHY))
 
 
 @attrs.define
@@ -206,5 +227,5 @@ class MathFormatConfig:
     `####`, "the answer is", a reply that is only a number).
     """
 
-    score: float = 1.0
+    score: float = attrs.field(default=1.0, validator=_score)
     require_boxed: bool = True

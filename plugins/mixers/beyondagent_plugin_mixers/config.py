@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import attrs
 
+from beyondagent_core.checks import EPOCHS_WHY, MAX_EPOCHS, MAX_SEED, MAX_TASKS, SEED_WHY, TASKS_WHY, number
+
 SCHEDULES: tuple[str, ...] = ("constant", "linear")
+_seed = number(ge=0, le=MAX_SEED, why=SEED_WHY)
+_cap = number(ge=1, le=MAX_TASKS, why=TASKS_WHY)
+_ratio = number(ge=0, le=1e6, why="meaning: a million synthetic tasks per original already takes every synthetic "
+                                  "task there is")
 
 
 @attrs.define
@@ -19,7 +25,7 @@ class OriginalConfig:
     """
 
     shuffle: bool = True
-    seed: int | None = None
+    seed: int | None = attrs.field(default=None, validator=_seed)
 
 
 @attrs.define
@@ -31,8 +37,8 @@ class SyntheticConfig:
     """
 
     shuffle: bool = True
-    seed: int | None = None
-    per_seed_cap: int | None = None
+    seed: int | None = attrs.field(default=None, validator=_seed)
+    per_seed_cap: int | None = attrs.field(default=None, validator=_cap)
 
 
 @attrs.define
@@ -46,10 +52,10 @@ class RatioConfig:
     """
 
     use_original: bool = True
-    synthetic_ratio: float = 1.0
+    synthetic_ratio: float = attrs.field(default=1.0, validator=_ratio)
     schedule: str = "constant"
-    final_ratio: float | None = None
-    schedule_epochs: int = 1
-    per_seed_cap: int | None = None
+    final_ratio: float | None = attrs.field(default=None, validator=_ratio)
+    schedule_epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_EPOCHS, why=EPOCHS_WHY))
+    per_seed_cap: int | None = attrs.field(default=None, validator=_cap)
     shuffle: bool = True
-    seed: int | None = None
+    seed: int | None = attrs.field(default=None, validator=_seed)

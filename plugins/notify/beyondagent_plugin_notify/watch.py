@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.checks import FieldRangeError, number
+from beyondagent_core.checks import MAX_SECONDS, SECONDS_WHY, FieldRangeError, number
 from beyondagent_core.logs import get_logger
 from beyondagent_core.secrets import MASK, remember
 
@@ -39,7 +39,7 @@ class NotifySettings:
     more), `stall_minutes` (a message when no step finishes for that long; 0: never), `events`."""
 
     urls: Any = attrs.field(factory=list, validator=_check_urls)  # a str or a list of str
-    stall_minutes: float = attrs.field(default=30.0, validator=number(ge=0))
+    stall_minutes: float = attrs.field(default=30.0, validator=number(ge=0, le=MAX_SECONDS / 60, why=SECONDS_WHY))
     events: list[str] = attrs.field(factory=lambda: list(EVENTS), validator=_check_events)
 
 

@@ -9,6 +9,25 @@ from __future__ import annotations
 
 import attrs
 
+from beyondagent_core.checks import (
+    BACKOFF_WHY,
+    FRACTION_WHY,
+    MAX_BACKOFF,
+    MAX_RETRIES,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_TOP_K,
+    MAX_TURNS,
+    RETRIES_WHY,
+    SEED_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    TOP_K_WHY,
+    TURNS_WHY,
+    number,
+)
+
 MODES: tuple[str, ...] = ("llm", "random_actions")
 
 
@@ -28,33 +47,20 @@ class RandomExplorerConfig:
     """
 
     mode: str = "llm"
-    max_explore_step: int = 15
-    max_llm_retries: int = 3
-    retry_backoff: float = 1.0
-    temperature: float | None = 1.0
-    top_p: float | None = 1.0
-    top_k: int | None = None
-    max_tokens: int | None = None
-    task_summary_history_length: int = 10
-    seed: int = 0
+    max_explore_step: int = attrs.field(default=15, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    max_llm_retries: int = attrs.field(default=3, validator=number(ge=0, le=MAX_RETRIES, why=RETRIES_WHY))
+    retry_backoff: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_BACKOFF, why=BACKOFF_WHY))
+    temperature: float | None = attrs.field(default=1.0, validator=number(ge=0, le=MAX_TEMPERATURE,
+                                                                          why=TEMPERATURE_WHY))
+    top_p: float | None = attrs.field(default=1.0, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    top_k: int | None = attrs.field(default=None, validator=number(ge=-1, le=MAX_TOP_K, why=TOP_K_WHY))
+    max_tokens: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    task_summary_history_length: int = attrs.field(default=10, validator=number(ge=1, le=MAX_TURNS, why=TURNS_WHY))
+    seed: int = attrs.field(default=0, validator=number(ge=0, le=MAX_SEED, why=SEED_WHY))
 
 
 def check_config(config: RandomExplorerConfig) -> None:
     if config.mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {config.mode!r}")
-    if config.max_explore_step < 1:
-        raise ValueError(f"max_explore_step must be at least 1, got {config.max_explore_step!r}")
-    if config.max_llm_retries < 0:
-        raise ValueError(f"max_llm_retries must be 0 or more, got {config.max_llm_retries!r}")
-    if config.retry_backoff < 0:
-        raise ValueError(f"retry_backoff must be 0 or more seconds, got {config.retry_backoff!r}")
-    if config.task_summary_history_length < 1:
-        raise ValueError(f"task_summary_history_length must be at least 1, got {config.task_summary_history_length!r}")
-    if config.temperature is not None and config.temperature < 0:
-        raise ValueError(f"temperature must be 0 or more, got {config.temperature!r}")
-    if config.top_p is not None and not 0 < config.top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {config.top_p!r}")
-    if config.top_k is not None and config.top_k < 1 and config.top_k != -1:
+    if config.top_k == 0:  # each number's range is its field's validator
         raise ValueError(f"top_k must be at least 1 (or -1 for no limit), got {config.top_k!r}")
-    if config.max_tokens is not None and config.max_tokens < 1:
-        raise ValueError(f"max_tokens must be at least 1, got {config.max_tokens!r}")

@@ -147,9 +147,11 @@ def test_llm_mode_without_an_llm_says_what_to_set() -> None:
 
 @pytest.mark.parametrize(("options", "problem"), [
     ({"mode": "walk"}, "mode must be one of llm, random_actions"),
-    ({"max_explore_step": 0}, "max_explore_step must be at least 1"),
-    ({"max_llm_retries": -1}, "max_llm_retries must be 0 or more"),
-    ({"top_p": 0.0}, "top_p must be in"),
+    ({"max_explore_step": 0}, "max_explore_step must be >= 1"),
+    ({"max_llm_retries": -1}, "max_llm_retries must be >= 0"),
+    ({"top_p": 0.0}, "top_p must be > 0, got 0.0"),
+    ({"max_explore_step": 10**23}, r"max_explore_step must be <= 100,000 \(time"),
+    ({"top_k": 0}, "top_k must be at least 1"),
 ])
 def test_bad_options_are_value_errors(options, problem) -> None:
     with pytest.raises(ValueError, match=problem):

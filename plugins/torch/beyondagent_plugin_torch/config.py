@@ -6,7 +6,37 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_core.checks import FieldRangeError, number
+from beyondagent_core.checks import (
+    BATCH_WHY,
+    CHECKPOINTS_WHY,
+    COEF_WHY,
+    CONCURRENCY_WHY,
+    EPOCHS_WHY,
+    FRACTION_WHY,
+    GRAD_CLIP_WHY,
+    LR_WHY,
+    MAX_BATCH,
+    MAX_CHECKPOINTS,
+    MAX_COEF,
+    MAX_CONCURRENCY,
+    MAX_EPOCHS,
+    MAX_GRAD_CLIP,
+    MAX_LR,
+    MAX_PPO_EPOCHS,
+    MAX_RATIO,
+    MAX_STALENESS,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    PPO_EPOCHS_WHY,
+    RATIO_WHY,
+    STALENESS_WHY,
+    STEPS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    FieldRangeError,
+    number,
+)
 from beyondagent_core.errors import SpecError
 
 if TYPE_CHECKING:
@@ -38,46 +68,50 @@ class TorchConfig:
     # auto: flash_attention_2 on CUDA in bf16/fp16 with flash-attn installed (the `gpu` extra), else sdpa
     attn_implementation: str = attrs.field(default="auto", validator=attrs.validators.in_(
         ("auto", "sdpa", "eager", "flash_attention_2")))
-    epochs: int = attrs.field(default=1, validator=number(ge=1))
-    total_steps: int | None = attrs.field(default=None, validator=number(ge=1))
-    batch_size: int = attrs.field(default=8, validator=number(ge=1))
+    epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_EPOCHS, why=EPOCHS_WHY))
+    total_steps: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_STEPS, why=STEPS_WHY))
+    batch_size: int = attrs.field(default=8, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
     # optimizer
-    lr: float = attrs.field(default=1e-6, validator=number(gt=0))
-    warmup_steps: int = attrs.field(default=0, validator=number(ge=0))
-    weight_decay: float = attrs.field(default=0.01, validator=number(ge=0))
-    grad_clip: float = attrs.field(default=1.0, validator=number(gt=0))
-    ppo_epochs: int = attrs.field(default=1, validator=number(ge=1))
-    mini_batch_size: int | None = attrs.field(default=None, validator=number(ge=1))
-    micro_batch_size: int = attrs.field(default=16, validator=number(ge=1))
+    lr: float = attrs.field(default=1e-6, validator=number(gt=0, le=MAX_LR, why=LR_WHY))
+    warmup_steps: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    weight_decay: float = attrs.field(default=0.01, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
+    grad_clip: float = attrs.field(default=1.0, validator=number(gt=0, le=MAX_GRAD_CLIP, why=GRAD_CLIP_WHY))
+    ppo_epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_PPO_EPOCHS, why=PPO_EPOCHS_WHY))
+    mini_batch_size: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
+    micro_batch_size: int = attrs.field(default=16, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
     # rollout
-    temperature: float = attrs.field(default=1.0, validator=number(ge=0))  # 0 = greedy
-    top_p: float = attrs.field(default=1.0, validator=number(gt=0, le=1))
-    max_new_tokens: int = attrs.field(default=64, validator=number(ge=1))
-    max_episode_tokens: int = attrs.field(default=1024, validator=number(ge=1))
-    max_concurrency: int = attrs.field(default=64, validator=number(ge=1))
+    temperature: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_TEMPERATURE,
+                                                                   why=TEMPERATURE_WHY))  # 0 = greedy
+    top_p: float = attrs.field(default=1.0, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    max_new_tokens: int = attrs.field(default=64, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    max_episode_tokens: int = attrs.field(default=1024, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    max_concurrency: int = attrs.field(default=64, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
     # Tokens of episodes' KV caches kept between their turns (0: re-prefill every turn); see kv_cache.py.
-    kv_cache_tokens: int = attrs.field(default=65536, validator=number(ge=0))
+    kv_cache_tokens: int = attrs.field(default=65536, validator=number(
+        ge=0, le=1 << 30, why="memory: a KV cache of a billion tokens is terabytes even for a small model"))
     # lockstep: a turn's batch waits for every episode in flight (reproducible batches);
     # continuous: episodes join the decode batch when their env answers (faster with slow, uneven envs).
     batching: str = attrs.field(default="lockstep", validator=attrs.validators.in_(("lockstep", "continuous")))
-    max_failed_fraction: float = attrs.field(default=0.5, validator=number(ge=0, le=1))  # of a step's episodes
+    # of a step's episodes
+    max_failed_fraction: float = attrs.field(default=0.5, validator=number(ge=0, le=1, why=FRACTION_WHY))
     # asynchronous rollout (async_rollout.py): sync | one_step_off (the next step's rollouts run while
     # this step updates) | async (up to max_staleness steps ahead); the loss weighs the lagging
     # samples by truncated importance weights capped at tis_cap (verl's rollout_is_threshold)
     rollout_mode: str = attrs.field(default="sync", validator=lambda _, attribute, value: one_of(
         attribute.name, value, ROLLOUT_MODES))
-    max_staleness: int = attrs.field(default=1, validator=number(ge=1))  # policy versions a sample may lag
-    tis_cap: float = attrs.field(default=2.0, validator=number(gt=0))
+    # policy versions a sample may lag
+    max_staleness: int = attrs.field(default=1, validator=number(ge=1, le=MAX_STALENESS, why=STALENESS_WHY))
+    tis_cap: float = attrs.field(default=2.0, validator=number(gt=0, le=MAX_RATIO, why=RATIO_WHY))
     # the same truncated importance weights in a sync rollout too (true), for what the sampling policy's
     # rounding differs from the trainer's (a bf16 rollout copy under mixed precision); None: only in
     # one_step_off/async, false: never (verl's algorithm.rollout_is)
     rollout_is: bool | None = None
     # validation, checkpoints, outputs
-    eval_every: int = attrs.field(default=0, validator=number(ge=0))
-    val_temperature: float = attrs.field(default=0.0, validator=number(ge=0))
-    save_every: int = attrs.field(default=0, validator=number(ge=0))
-    keep_checkpoints: int = attrs.field(default=2, validator=number(ge=1))
-    samples_per_step: int = attrs.field(default=2, validator=number(ge=0))
+    eval_every: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    val_temperature: float = attrs.field(default=0.0, validator=number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY))
+    save_every: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    keep_checkpoints: int = attrs.field(default=2, validator=number(ge=1, le=MAX_CHECKPOINTS, why=CHECKPOINTS_WHY))
+    samples_per_step: int = attrs.field(default=2, validator=number(ge=0, le=MAX_BATCH, why=BATCH_WHY))
     tensorboard: bool | None = None
     report: bool = True
 

@@ -52,12 +52,13 @@ class PolicyChat:
         if self.gateway is not None:
             self.gateway.close()
 
-    def gateway_episode(self, *, max_calls: int = 100) -> GatewayEpisode:
-        """This episode's gateway endpoint (made on first use), generating through the scheduler."""
+    def gateway_episode(self, *, max_calls: int = 100, **limits: int) -> GatewayEpisode:
+        """This episode's gateway endpoint (made on first use), generating through the scheduler.
+        `limits`: its other limits (`max_concurrent_calls`, `max_n`: `GatewayEpisode`)."""
         if self.gateway is None:
             defaults = GenerationSettings(self.sampling.temperature, self.sampling.top_p, self.sampling.max_tokens)
             self.gateway = GatewayEpisode(self.template, SchedulerGenerator(self), defaults,
-                                          max_episode_tokens=self.max_episode_tokens, max_calls=max_calls)
+                                          max_episode_tokens=self.max_episode_tokens, max_calls=max_calls, **limits)
         return self.gateway
 
     @property

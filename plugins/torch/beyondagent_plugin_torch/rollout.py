@@ -4,7 +4,9 @@ Every episode gets its own `PolicyChat` (its token sequence and random generator
 from the run seed, the step and the episode's index, so a resumed run samples the same
 episodes) and shares the ChatScheduler, which batches their turns. An episode of the `agent`
 workflow may come back as several samples (its gateway calls did not all extend one another:
-`beyondagent_core.gateway.samples`); they share the episode's reward and group.
+`beyondagent_core.gateway.samples`); they share the episode's reward and group. An episode
+with a guide (`beyondagent_core.runtime.guidance.Guide`) is shown experiences or starts from a
+stored prefix; the turns it replayed are recorded in its trajectory's `prefix_turns` metric.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from beyondagent_core.experience import Experience
 from beyondagent_core.runtime.episodes import EpisodeRunner
-from beyondagent_core.runtime.guidance import GuidedLLM
+from beyondagent_core.runtime.guidance import Guide, PrefixLLM, wrapped
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
@@ -32,6 +33,7 @@ class Episode:
     trajectory: Trajectory
     sequence: TokenSequence
     guided: bool = False  # the policy was shown experiences (`experience`)
+    prefixed: int = 0  # turns replayed from a stored successful prefix before the policy acted
     off_policy: bool = False  # trained on tokens other than those it saw (a stripped guided episode)
     more_samples: list[TokenSequence] = attrs.Factory(list)  # a split gateway episode's other samples
     policy_version: int = 0  # updates the policy had taken when it generated this episode (async_rollout.py)
@@ -66,11 +68,12 @@ def episode_seed(*parts: object) -> int:
 
 async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, scheduler: ChatScheduler,
                   template: ChatTemplate, sampling: Sampling, max_episode_tokens: int, max_concurrency: int,
-                  seed: tuple[object, ...], guides: Sequence[Sequence[Experience] | None] | None = None,
+                  seed: tuple[object, ...], guides: Sequence[Guide | None] | None = None,
                   ) -> list[Episode]:
     """Run `(group, task)` jobs, at most `max_concurrency` at once; results keep the jobs' order.
 
-    `guides[i]`, when given and not None, are the experiences job i's policy is shown (`GuidedLLM`).
+    `guides[i]`, when given and not None, is what job i's policy is given: experiences shown in its
+    prompt (`GuidedLLM`) or a stored prefix replayed first (`PrefixLLM`).
     """
     slots = asyncio.Semaphore(max_concurrency)
 
@@ -78,15 +81,18 @@ async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, sc
         async with slots:
             chat = PolicyChat(scheduler, template, sampling, episode=index, max_episode_tokens=max_episode_tokens,
                               seed=episode_seed(*seed, index))
-            experiences = guides[index] if guides is not None else None
-            llm = GuidedLLM(chat, experiences) if experiences else chat
+            guide = guides[index] if guides is not None else None
+            llm = wrapped(chat, guide)
             try:
                 with scheduler.episode():
                     trajectory = await runner.run(task, llm)
             finally:
                 chat.close()
+            prefixed = llm.replayed if isinstance(llm, PrefixLLM) else 0  # fewer if the env ended first
+            if prefixed:
+                trajectory.metrics["prefix_turns"] = prefixed
             first, *more = chat.samples
-            return Episode(group=group, trajectory=trajectory, sequence=first, guided=bool(experiences),
-                           more_samples=more)
+            return Episode(group=group, trajectory=trajectory, sequence=first,
+                           guided=guide is not None and guide.guided, prefixed=prefixed, more_samples=more)
 
     return list(await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs))))

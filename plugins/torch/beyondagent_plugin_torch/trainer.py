@@ -210,6 +210,8 @@ class Trainer:
         # `total_steps` (when set) is the run's length; the epochs then follow from it.
         self.total_steps = config.total_steps or config.epochs * self.steps_per_epoch
         self._epoch_cache: dict[int, list[Task]] = {0: first_epoch}
+        # a run stopped by Ctrl-C or SIGTERM says "stopped at step 20 of 80" (in its report too, unless off)
+        run.planned_steps, run.report = self.total_steps, config.report
 
         device = resolve_device(config.device, where=f"{spec.path}, key backend.device")
         # float32 weights and optimizer state, bf16 compute on a GPU (precision.py)
@@ -296,6 +298,10 @@ class Trainer:
             fresh = self.start_step == 0 and not self.run.resume
             warm_up = self.warm_up() if fresh and self.algorithm.sft is not None else {}
             if self.start_step == 0 and self.data.val:
+                # said, because it can take a while (a real model on a CPU) and eval_every: 0 does not skip it
+                log.info("train.validating", step=0, tasks=len(self.data.val),
+                         when="before the first step and after the last, and every backend.eval_every steps",
+                         skip="tasks.val: null turns validation off")
                 val = self.validate(0, metrics_log)
                 metrics_log.write(0, {**warm_up, **val})
                 final.update(val)
@@ -633,12 +639,19 @@ class Trainer:
         trajectories = [episode.trajectory for episode in episodes if episode.trajectory.error is None]
         added = asyncio.run(self.guidance.learn(trajectories, step))
         success = [bool(e.trajectory.reward is not None and e.trajectory.reward.success) for e in episodes]
-        return self.guidance.metrics([e.guided for e in episodes], success, added)
+        return self.guidance.metrics([e.guided for e in episodes], success, added,
+                                     prefixed=[e.prefixed for e in episodes])
 
     def validate(self, step: int, metrics_log: MetricsLog) -> dict[str, float]:
-        """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0)."""
+        """pass@1 and mean reward on the val tasks (greedy unless `val_temperature` > 0); with
+        `experience.val_mode: all`, each shown the experiences of other tasks (never its own)."""
         sampling = Sampling(self.config.val_temperature, self.config.top_p, self.config.max_new_tokens)
-        episodes = self.rollout(list(enumerate(self.data.val)), sampling, seed=(self.run.info.seed, "val", step))
+        guides, leaks_before = None, 0
+        if self.guidance is not None:
+            leaks_before = self.guidance.leaks_blocked
+            guides = self.guidance.val_guides(self.data.val)
+        episodes = self.rollout(list(enumerate(self.data.val)), sampling, seed=(self.run.info.seed, "val", step),
+                                guides=guides)
         for episode in episodes:
             episode.policy_version = step  # validation after step `step` runs the policy it left
         self.write_samples(metrics_log, step, "val", episodes)
@@ -650,6 +663,7 @@ class Trainer:
             "val/reward_mean": statistics.fmean(scores),
             # failed episodes count 0 above; how many there were, so a crashing agent is not a silent 0
             metric_names.VAL_EPISODE_ERRORS: float(sum(1 for e in episodes if e.trajectory.error is not None)),
+            **(self.guidance.val_metrics(guides, leaks_before) if self.guidance is not None else {}),
         }
         log.info("train.validated", step=step, **val)
         return val
@@ -840,10 +854,26 @@ def describe_algorithm(spec: Spec, config: TorchConfig) -> str:
         lines.append(f"dynamic sampling: groups whose rewards are all equal are dropped and more are generated, "
                      f"at most {algo.max_gen_batches} generation batches a step")
     if algo.overlong is not None:
-        max_len = overlong_max_len(algo.overlong, config)
-        lines.append(f"overlong shaping: episodes past {max_len - algo.overlong.buffer_len} generated tokens lose up "
-                     f"to {algo.overlong.penalty_factor:g} reward at {max_len}")
+        overlong = algo.overlong
+        max_len = overlong_max_len(overlong, config)
+        source = "algorithm.overlong.max_len" if overlong.max_len is not None else "backend.max_new_tokens"
+        lines.append(f"overlong shaping (DAPO): an episode that generates more than {max_len - overlong.buffer_len} "
+                     f"tokens loses reward linearly, up to {overlong.penalty_factor:g} at {max_len} tokens "
+                     f"(algorithm.overlong: buffer_len {overlong.buffer_len}, penalty_factor "
+                     f"{overlong.penalty_factor:g}; max_len {max_len} from {source})")
+    lines.append(describe_validation(spec, config))
     return "\n".join(lines)
+
+
+def describe_validation(spec: Spec, config: TorchConfig) -> str:
+    """When validation runs, and how to turn it off (`tasks.val: null`): `eval_every: 0` does not."""
+    val = spec.component("tasks.val")
+    if val is None or val.registration is None:
+        return "validation: none (tasks.val is not set)"
+    every = (f"every {config.eval_every} steps, " if config.eval_every else "")
+    return (f"validation: the tasks.val tasks {every}before the first step and after the last "
+            f"(backend.eval_every: {config.eval_every}{'' if config.eval_every else ', none in between'}); "
+            "tasks.val: null turns validation off")
 
 
 def group_episodes(episodes: list[Episode]) -> list[list[Episode]]:

@@ -2,7 +2,8 @@
 
 `policy_endpoint()` gives a started gateway episode whose generator is the torch backend's
 ChatScheduler on the tiny model, running on an event loop in a thread of its own (as the rollout's
-loop is while an agent runs), and the base URL an OpenAI client uses.
+loop is while an agent runs), and its endpoint: the base URL and the key an OpenAI client uses
+(`client(endpoint)`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from beyondagent_plugin_torch.policy_chat import PolicyChat
 from beyondagent_plugin_torch.trainer import stop_token_ids
 from tiny_and_real import loaded_policy
 
-from beyondagent_core.gateway.server import Gateway
+from beyondagent_core.gateway.server import Endpoint, Gateway
 from beyondagent_core.runtime.tokens import ChatTemplate
 
 
@@ -49,17 +50,32 @@ def tiny_chat(*, tokenizer: Any = None, max_tokens: int = 8, max_episode_tokens:
                       max_episode_tokens=max_episode_tokens, seed=seed)
 
 
+def client(endpoint: Endpoint, **options: Any) -> Any:
+    """The real `openai` client on an episode's endpoint (its base URL and key), no retries."""
+    import openai
+
+    return openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key, **{"max_retries": 0, "timeout": 60,
+                                                                                   **options})
+
+
+def auth(endpoint: Endpoint) -> dict[str, str]:
+    """The header an OpenAI client sends with the endpoint's key, for raw HTTP requests."""
+    return {"Authorization": f"Bearer {endpoint.api_key}"}
+
+
 @contextlib.contextmanager
-def policy_endpoint(chat: PolicyChat | None = None, *, max_calls: int = 100) -> Iterator[tuple[Any, str, Gateway]]:
-    """(the gateway episode, its base URL, the gateway); the gateway stops afterwards."""
+def policy_endpoint(chat: PolicyChat | None = None, *, gateway: Gateway | None = None,
+                    **limits: int) -> Iterator[tuple[Any, Endpoint, Gateway]]:
+    """(the gateway episode, its endpoint, the gateway); the gateway stops afterwards. `limits`:
+    the episode's (`max_calls`, `max_concurrent_calls`, `max_n`)."""
     chat = chat or tiny_chat()
     loop = LoopThread()
-    gateway = Gateway()
-    episode = chat.gateway_episode(max_calls=max_calls)
-    episode_id, url = gateway.open(episode, loop.loop)
+    gateway = gateway or Gateway()
+    episode = chat.gateway_episode(**limits)
+    endpoint = gateway.open(episode, loop.loop)
     try:
-        yield episode, url, gateway
+        yield episode, endpoint, gateway
     finally:
-        gateway.close(episode_id)
+        gateway.close(endpoint.episode_id)
         gateway.stop()
         loop.stop()

@@ -149,36 +149,62 @@ FAILING_AGENTS = '''
 import time
 from openai import OpenAI
 
-async def on_a_loop_of_its_own(task, llm_base_url, env):
+async def on_a_loop_of_its_own(task, llm_base_url, env, api_key):
     import asyncio, threading
     from openai import AsyncOpenAI
     await env.reset(task)  # the env lives on the rollout's loop; the call is forwarded there
-    await AsyncOpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
+    await AsyncOpenAI(base_url=llm_base_url, api_key=api_key).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
     return {"score": 0.5 if threading.current_thread() is not threading.main_thread() else -1.0,
             "success": True}
 
-def raises(task, llm_base_url, env):
-    OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
+def ask(llm_base_url, api_key):
+    OpenAI(base_url=llm_base_url, api_key=api_key).chat.completions.create(
         model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+
+def raises(task, llm_base_url, env, api_key):
+    ask(llm_base_url, api_key)
     raise KeyError("the map has no goal")
 
-def hangs(task, llm_base_url, env):
+def hangs(task, llm_base_url, env, api_key):
     time.sleep(30)
 
-async def never_calls(task, llm_base_url, env):
+async def never_calls(task, llm_base_url, env, api_key):
     return 1.0
 
-def returns_reward(task, llm_base_url, env):
-    OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
+def returns_reward(task, llm_base_url, env, api_key):
+    ask(llm_base_url, api_key)
     return {"score": 0.25, "success": False}
 
-def posts_reward(task, llm_base_url, env):
+def posts_reward(task, llm_base_url, env, api_key):
     import httpx
-    OpenAI(base_url=llm_base_url, api_key="x").chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2)
-    httpx.post(llm_base_url.removesuffix("/v1") + "/reward", json={"score": 0.75, "success": True}).raise_for_status()
+    ask(llm_base_url, api_key)
+    httpx.post(llm_base_url.removesuffix("/v1") + "/reward", json={"score": 0.75, "success": True},
+               headers={"Authorization": f"Bearer {api_key}"}).raise_for_status()
+
+def returns_nan(task, llm_base_url, env, api_key):
+    ask(llm_base_url, api_key)
+    return float("nan")
+
+def returns_huge(task, llm_base_url, env, api_key):
+    ask(llm_base_url, api_key)
+    return {"score": 1e308, "success": True}
+
+def posts_nan(task, llm_base_url, env, api_key):
+    import httpx
+    ask(llm_base_url, api_key)
+    httpx.post(llm_base_url.removesuffix("/v1") + "/reward", content=b'{"score": NaN}',  # Python's json writes NaN
+               headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+
+def sends_no_key(task, llm_base_url, env, api_key):
+    ask(llm_base_url, "unused")
+
+def takes_no_key(task, llm_base_url, env):
+    ask(llm_base_url, "unused")
+
+def takes_keywords(task, llm_base_url, env, **options):
+    ask(llm_base_url, options["api_key"])
+    return 1.0
 '''
 
 
@@ -186,6 +212,14 @@ def posts_reward(task, llm_base_url, env):
     ("raises", 60, "raised KeyError: 'the map has no goal'"),
     ("hangs", 1, "did not finish within 1 s (workflow.timeout); it made 0 model call(s)"),
     ("never_calls", 60, "returned without calling the model"),
+    ("sends_no_key", 60, "raised AuthenticationError"),
+    # a reward the run cannot train on is the agent's error, never the advantage estimator's
+    ("returns_nan", 60, "returned a reward the run cannot train on: a reward score must be a finite number "
+                        "from -1e+06 to 1e+06, got nan"),
+    ("returns_huge", 60, "returned a reward the run cannot train on: a reward score must be a finite number "
+                         "from -1e+06 to 1e+06, got 1e+308"),
+    ("posts_nan", 60, "posted a reward the gateway refused: a reward score must be a finite number from -1e+06 "
+                      "to 1e+06, got nan (the reward posted to /reward)"),
 ])
 def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, function: str, timeout: float,
                                                             error: str) -> None:
@@ -194,13 +228,15 @@ def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, func
                                                       f"{function} {error}"] * 2 or all(
         error in (e.trajectory.error or "") for e in episodes), [e.trajectory.error for e in episodes]
     assert not any(e.trainable for e in episodes)
+    assert not any("http://" in (e.trajectory.error or "") for e in episodes)  # no episode URL (its id) in errors
     # why each leaves its group's statistics (advantage/dropped_<reason>)
-    reason = {"raises": "error", "hangs": "timeout", "never_calls": "error"}[function]
+    reason = "timeout" if function == "hangs" else "error"
     assert [failure_of(e.trajectory, trainable=e.trainable) for e in episodes] == [reason] * len(episodes)
 
 
 @pytest.mark.parametrize(("function", "score", "success"), [("returns_reward", 0.25, False),
                                                             ("posts_reward", 0.75, True),
+                                                            ("takes_keywords", 1.0, True),
                                                             # not on the rollout's thread and loop
                                                             ("on_a_loop_of_its_own", 0.5, True)])
 def test_the_agent_s_own_reward_wins(tmp_path: Path, function: str, score: float, success: bool) -> None:
@@ -218,6 +254,8 @@ def test_a_bad_entrypoint_is_a_spec_error_naming_the_key(tmp_path: Path) -> None
         AgentWorkflow(AgentConfig(entrypoint=f"{agents_module(tmp_path, FAILING_AGENTS)}:nope"))
     with pytest.raises(ValueError, match="must be 'package.module:function'"):
         AgentWorkflow(AgentConfig(entrypoint="just_a_name"))
+    with pytest.raises(ValueError, match=r"takes no api_key: .* define run\(task, llm_base_url, env, api_key\)"):
+        AgentWorkflow(AgentConfig(entrypoint=f"{agents_module(tmp_path, FAILING_AGENTS)}:takes_no_key"))
 
 
 @pytest.mark.beyondagent_plugins("gym", "torch", "mixers")

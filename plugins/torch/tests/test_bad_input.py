@@ -172,13 +172,15 @@ def test_an_env_returning_a_non_string_observation(run_spec, test_envs, tmp_path
 
 
 @pytest.mark.parametrize(("override", "message"), [
-    ("backend.lr=.inf", "backend.lr must be a finite number (> 0), got inf"),
-    ("backend.lr=.nan", "backend.lr must be a finite number (> 0), got nan"),
+    ("backend.lr=.inf", "backend.lr must be a finite number (> 0 and <= 1), got inf"),
+    ("backend.lr=.nan", "backend.lr must be a finite number (> 0 and <= 1), got nan"),
     ("backend.grad_clip=-1", "backend.grad_clip must be > 0, got -1"),
-    ("backend.temperature=.nan", "backend.temperature must be a finite number (>= 0), got nan"),
+    ("backend.temperature=.nan", "backend.temperature must be a finite number (>= 0 and <= 100), got nan"),
     ("algorithm.group_size=0", "algorithm.group_size must be >= 1, got 0"),
-    ("algorithm.clip_ratio=.nan", "algorithm.clip_ratio must be a finite number (> 0), got nan"),
+    ("algorithm.clip_ratio=.nan", "algorithm.clip_ratio must be a finite number (> 0 and <= 100), got nan"),
     ("algorithm.kl_coef=-0.1", "algorithm.kl_coef must be >= 0, got -0.1"),
+    ("algorithm.kl_coef=1.0e+308", "algorithm.kl_coef must be <= 10000 (meaning: a coefficient this large drowns"),
+    ("algorithm.group_size=100000000000000000000000", "algorithm.group_size must be <= 4096 (memory: all rollouts"),
 ])
 def test_out_of_range_numbers_name_their_key(run_spec, test_envs, tmp_path: Path, override: str, message: str) -> None:
     with pytest.raises(SpecError) as caught:

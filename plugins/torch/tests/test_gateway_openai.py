@@ -11,14 +11,10 @@ import json
 
 import openai
 import pytest
-from gateway_helpers import policy_endpoint, tiny_chat
+from gateway_helpers import auth, client, policy_endpoint, tiny_chat
 from tiny_and_real import loaded_policy
 
 QUESTION = [{"role": "user", "content": "go left"}]
-
-
-def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url, api_key="not-used", max_retries=0, timeout=60)
 
 
 def model_spans(sequence) -> list[list[int]]:
@@ -26,8 +22,8 @@ def model_spans(sequence) -> list[list[int]]:
 
 
 def test_a_conversation_the_client_extends_is_one_sample_of_the_sampled_ids() -> None:
-    with policy_endpoint() as (episode, url, _):
-        llm = client(url)
+    with policy_endpoint() as (episode, endpoint, _):
+        llm = client(endpoint)
         messages = list(QUESTION)
         for observation in ("you moved", "you moved again"):
             reply = llm.chat.completions.create(model="anything", messages=messages, max_tokens=5)
@@ -47,8 +43,8 @@ def test_a_conversation_the_client_extends_is_one_sample_of_the_sampled_ids() ->
 
 
 def test_streaming_through_the_sdk() -> None:
-    with policy_endpoint() as (episode, url, _):
-        stream = client(url).chat.completions.create(model="m", messages=QUESTION, max_tokens=4, stream=True,
+    with policy_endpoint() as (episode, endpoint, _):
+        stream = client(endpoint).chat.completions.create(model="m", messages=QUESTION, max_tokens=4, stream=True,
                                                      stream_options={"include_usage": True})
         chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -59,8 +55,8 @@ def test_streaming_through_the_sdk() -> None:
 
 
 def test_n_choices_are_samples_that_train_each_token_once() -> None:
-    with policy_endpoint() as (episode, url, _):
-        llm = client(url)
+    with policy_endpoint() as (episode, endpoint, _):
+        llm = client(endpoint)
         first = llm.chat.completions.create(model="m", messages=QUESTION, max_tokens=3)
         messages = [*QUESTION, first.choices[0].message.model_dump(exclude_none=True),
                     {"role": "user", "content": "again"}]
@@ -75,13 +71,13 @@ def test_n_choices_are_samples_that_train_each_token_once() -> None:
 
 def test_stop_strings_cut_the_reply_and_its_tokens() -> None:
     _, tokenizer = loaded_policy("tiny")
-    with policy_endpoint(tiny_chat(max_tokens=12, seed=3)) as (episode, url, _):
-        llm = client(url)
+    with policy_endpoint(tiny_chat(max_tokens=12, seed=3)) as (episode, endpoint, _):
+        llm = client(endpoint)
         free = llm.chat.completions.create(model="m", messages=QUESTION, max_tokens=12)
         text = free.choices[0].message.content
         stop = text.strip().split()[1] if len(text.split()) > 2 else text.strip()[-2:]
-    with policy_endpoint(tiny_chat(max_tokens=12, seed=3)) as (episode, url, _):
-        cut = client(url).chat.completions.create(model="m", messages=QUESTION, max_tokens=12, stop=[stop])
+    with policy_endpoint(tiny_chat(max_tokens=12, seed=3)) as (episode, endpoint, _):
+        cut = client(endpoint).chat.completions.create(model="m", messages=QUESTION, max_tokens=12, stop=[stop])
     kept = episode.calls[0].replies[0].token_ids
     assert cut.choices[0].finish_reason == "stop"
     assert stop not in cut.choices[0].message.content and text.startswith(cut.choices[0].message.content)
@@ -96,8 +92,8 @@ TOOLS = [{"type": "function", "function": {"name": "move", "description": "Move 
 
 
 def test_tools_are_rendered_into_the_prompt() -> None:
-    with policy_endpoint() as (episode, url, _):
-        client(url).chat.completions.create(model="m", messages=QUESTION, tools=TOOLS, max_tokens=3)
+    with policy_endpoint() as (episode, endpoint, _):
+        client(endpoint).chat.completions.create(model="m", messages=QUESTION, tools=TOOLS, max_tokens=3)
     _, tokenizer = loaded_policy("tiny")
     prompt = tokenizer.decode(episode.calls[0].prompt_ids)
     assert "<tools>" in prompt and '"name": "move"' in prompt
@@ -153,41 +149,40 @@ def test_a_tool_call_the_model_made_comes_back_as_tool_calls_and_extends_the_sam
 def test_bad_requests_get_a_400_naming_the_problem(body: dict, status: int, names: str) -> None:
     import httpx
 
-    with policy_endpoint() as (episode, url, _):
-        reply = httpx.post(f"{url}/chat/completions", json={"model": "m", **body}, timeout=60)
+    with policy_endpoint() as (episode, endpoint, _):
+        reply = httpx.post(f"{endpoint.base_url}/chat/completions", json={"model": "m", **body}, headers=auth(endpoint),
+                           timeout=60)
     assert reply.status_code == status
     assert names in reply.json()["error"]["message"]
     assert not episode.calls
 
 
 def test_neutral_values_of_unsupported_parameters_are_accepted() -> None:
-    with policy_endpoint() as (_, url, _):
-        reply = client(url).chat.completions.create(model="m", messages=QUESTION, max_tokens=2, presence_penalty=0,
+    with policy_endpoint() as (_, endpoint, _):
+        reply = client(endpoint).chat.completions.create(model="m", messages=QUESTION, max_tokens=2, presence_penalty=0,
                                                     frequency_penalty=0.0, user="someone", parallel_tool_calls=True)
     assert reply.choices
 
 
-def test_unknown_and_ended_episodes_are_told_apart() -> None:
-    with policy_endpoint() as (_, url, gateway):
-        with pytest.raises(openai.NotFoundError, match="no episode"):
-            client(f"{gateway.url}/0123/v1").chat.completions.create(model="m", messages=QUESTION)
-        episode_id = url.rsplit("/", 2)[-2]
-        gateway.close(episode_id, "the agent timed out")
+def test_an_ended_episode_answers_410_with_the_reason() -> None:
+    with policy_endpoint() as (_, endpoint, gateway):
+        gateway.close(endpoint.episode_id, "the agent timed out")
         with pytest.raises(openai.APIStatusError, match="the agent timed out") as ended:
-            client(url).chat.completions.create(model="m", messages=QUESTION)
+            client(endpoint).chat.completions.create(model="m", messages=QUESTION)
         assert ended.value.status_code == 410
+        assert endpoint.episode_id not in ended.value.message  # ids are shown shortened
 
 
 def test_a_prompt_past_the_episode_budget_is_a_400() -> None:
-    with policy_endpoint(tiny_chat(max_episode_tokens=8)) as (_, url, _):
+    with policy_endpoint(tiny_chat(max_episode_tokens=8)) as (_, endpoint, _):
         with pytest.raises(openai.BadRequestError, match="max_episode_tokens=8") as error:
-            client(url).chat.completions.create(model="m", messages=[{"role": "user", "content": "a " * 20}])
+            client(endpoint).chat.completions.create(model="m", messages=[{"role": "user", "content": "a " * 20}])
     assert error.value.code == "context_length_exceeded"
 
 
 def test_calls_past_max_calls_are_refused() -> None:
-    with policy_endpoint(max_calls=1) as (_, url, _):
-        llm = client(url)
+    with policy_endpoint(max_calls=1) as (_, endpoint, _):
+        llm = client(endpoint)
         llm.chat.completions.create(model="m", messages=QUESTION, max_tokens=2)
         with pytest.raises(openai.RateLimitError, match="max_calls"):
             llm.chat.completions.create(model="m", messages=QUESTION, max_tokens=2)

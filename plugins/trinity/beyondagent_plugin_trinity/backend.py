@@ -84,6 +84,7 @@ class TrinityBackend:
             raise RunError(f"{written.rows} training rows make no full batch of backend.batch_size={config.batch_size}",
                            where=f"{run.spec.path}, key backend.batch_size", hint="lower batch_size or add tasks")
         log.info("trinity.data", rows=written.rows, epochs=written.epochs, steps=written.steps)
+        run.planned_steps = written.steps  # an interrupted run says "stopped at step 20 of 80"
         files = self._files(run, train_dir=written.train_dir, val_dir=written.val_dir)
         answer = self._compose(run, files, venv)
         self._preflight(answer)

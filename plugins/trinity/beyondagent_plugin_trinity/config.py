@@ -22,6 +22,39 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.checks import (
+    BATCH_WHY,
+    CHECKPOINTS_WHY,
+    COEF_WHY,
+    CONCURRENCY_WHY,
+    EPOCHS_WHY,
+    FRACTION_WHY,
+    GRAD_CLIP_WHY,
+    LR_WHY,
+    MAX_BATCH,
+    MAX_CHECKPOINTS,
+    MAX_COEF,
+    MAX_CONCURRENCY,
+    MAX_EPOCHS,
+    MAX_GRAD_CLIP,
+    MAX_LR,
+    MAX_NODES,
+    MAX_RATIO,
+    MAX_SECONDS,
+    MAX_STALENESS,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    NODES_WHY,
+    RATIO_WHY,
+    SECONDS_WHY,
+    STALENESS_WHY,
+    STEPS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    number,
+)
+
 # Trinity-RFT's `mode`: explorer and trainer on separate GPUs (`both`), or sharing one (`colocate`,
 # trinity's own choice for a single GPU); `auto` picks by the GPU count.
 MODES = ("auto", "both", "colocate")
@@ -48,61 +81,50 @@ class TrinityConfig:
     """
 
     # length of the run
-    epochs: int = 1
-    total_steps: int | None = None
-    batch_size: int = 8
+    epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_EPOCHS, why=EPOCHS_WHY))
+    total_steps: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_STEPS, why=STEPS_WHY))
+    batch_size: int = attrs.field(default=8, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
     # optimizer
-    lr: float = 1e-6
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
+    lr: float = attrs.field(default=1e-6, validator=number(gt=0, le=MAX_LR, why=LR_WHY))
+    warmup_steps: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    weight_decay: float = attrs.field(default=0.01, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
+    grad_clip: float = attrs.field(default=1.0, validator=number(gt=0, le=MAX_GRAD_CLIP, why=GRAD_CLIP_WHY))
     # rollout
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 512
-    max_prompt_tokens: int = 2048
-    max_response_tokens: int = 8192
-    val_temperature: float = 0.0
+    temperature: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY))
+    top_p: float = attrs.field(default=1.0, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    max_new_tokens: int = attrs.field(default=512, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    max_prompt_tokens: int = attrs.field(default=2048, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    max_response_tokens: int = attrs.field(default=8192, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    val_temperature: float = attrs.field(default=0.0, validator=number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY))
     # explorer/trainer split and weight sync
     mode: str = "auto"
     sync_style: str = "fixed"
-    sync_interval: int = 1
-    sync_offset: int = 0
+    sync_interval: int = attrs.field(default=1, validator=number(ge=1, le=MAX_STEPS, why=STEPS_WHY))
+    sync_offset: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STALENESS, why=STALENESS_WHY))
     rollout_mode: str = "sync"
-    max_staleness: int = 1
-    tis_cap: float | None = None
+    max_staleness: int = attrs.field(default=1, validator=number(ge=1, le=MAX_STALENESS, why=STALENESS_WHY))
+    tis_cap: float | None = attrs.field(default=None, validator=number(gt=0, le=MAX_RATIO, why=RATIO_WHY))
     # hardware: Trinity-RFT's explorer is vLLM and its trainer verl's FSDP, both on NVIDIA GPUs
     device: str = "cuda"
-    nodes: int = 1
-    gpus_per_node: int = 2
-    rollout_engines: int = 1
-    tensor_parallel: int = 1
-    gpu_memory_utilization: float = 0.6
-    workflow_runners: int = 8  # trinity's explorer.runner_per_model: episodes in flight per engine
+    nodes: int = attrs.field(default=1, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    gpus_per_node: int = attrs.field(default=2, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    rollout_engines: int = attrs.field(default=1, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    tensor_parallel: int = attrs.field(default=1, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    gpu_memory_utilization: float = attrs.field(default=0.6, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    # trinity's explorer.runner_per_model: episodes in flight per engine
+    workflow_runners: int = attrs.field(default=8, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
     ray_address: str | None = None  # join a running Ray cluster; None: trinity starts a local one
     # validation, checkpoints, outputs
-    eval_every: int = 0
-    save_every: int = 0
-    keep_checkpoints: int = 2
+    eval_every: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    save_every: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    keep_checkpoints: int = attrs.field(default=2, validator=number(ge=1, le=MAX_CHECKPOINTS, why=CHECKPOINTS_WHY))
     project: str = "beyondagent"
-    timeout_s: int | None = None  # stop Trinity-RFT after this many seconds (None: no limit)
+    # stop Trinity-RFT after this many seconds (None: no limit)
+    timeout_s: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_SECONDS, why=SECONDS_WHY))
     # Trinity-RFT keys this block does not name, dotted (`trainer.param_offload: true`)
     trinity: dict[str, Any] = attrs.field(factory=dict)
 
-    def __attrs_post_init__(self) -> None:
-        positive = ("epochs", "batch_size", "max_new_tokens", "max_prompt_tokens", "max_response_tokens", "nodes",
-                    "gpus_per_node", "rollout_engines", "tensor_parallel", "keep_checkpoints", "sync_interval",
-                    "workflow_runners", "max_staleness")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("total_steps", "timeout_s"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 or null, got {value}")
-        for name in ("warmup_steps", "eval_every", "save_every", "sync_offset"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+    def __attrs_post_init__(self) -> None:  # each number's range is its field's validator
         if self.device not in DEVICES:
             raise ValueError(f"device must be cuda, got {self.device!r}: Trinity-RFT's explorer is vLLM and its "
                              "trainer hard-codes CUDA; on a CPU, `--dry-run` composes and validates the config, and "
@@ -113,14 +135,6 @@ class TrinityConfig:
             raise ValueError(f"rollout_mode must be one of {', '.join(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
         if self.sync_style not in SYNC_STYLES:
             raise ValueError(f"sync_style must be one of {', '.join(SYNC_STYLES)}, got {self.sync_style!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.temperature < 0 or self.val_temperature < 0:
-            raise ValueError("temperature and val_temperature must be >= 0 (0 = greedy)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.max_new_tokens > self.max_response_tokens:
             raise ValueError(f"max_new_tokens ({self.max_new_tokens}) cannot exceed max_response_tokens "
                              f"({self.max_response_tokens}): a turn must fit in the episode's response")

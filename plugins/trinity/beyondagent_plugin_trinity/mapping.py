@@ -23,10 +23,8 @@ from beyondagent_plugin_trinity.config import TrinityConfig
 WORKFLOW_NAME = "beyondagent"  # our Workflow in trinity's WORKFLOWS registry (trinity_workflow.py)
 ADVANTAGE_NAME = "beyondagent"  # our estimators in trinity's ADVANTAGE_FN registry (trinity_advantage.py)
 MONITOR_NAME = "beyondagent"  # trinity's TensorBoard monitor + JSON lines in the run dir (trinity_monitor.py)
-# `backend.advantage.name` trinity computes itself, with the same math as ours (its `grpo`
-# GroupAdvantage: (score - group mean) / (group std + eps), torch.std unbiased, as verl's);
-# any other estimator of ours runs as our ADVANTAGE_FN.
-OWN_GRPO = "grpo"
+# Every estimator runs as our ADVANTAGE_FN, trinity's `grpo` math included (the same numbers): only
+# ours leaves failed episodes out of their groups' statistics (`advantages.estimate_finished`).
 KL_TYPES = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "low_var_kl", "k3": "k3"}
 LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 POLICY_LOSSES = {"vanilla": "ppo", "gspo": "gspo"}  # algorithm.policy_loss -> trinity's POLICY_LOSS_FN
@@ -58,7 +56,7 @@ def workflow_args(spec: Spec, config: TrinityConfig, files: RunFiles) -> dict[st
     """What our Workflow needs in trinity's runners: the spec, the run dir, the turn budget."""
     return {"spec_path": str(files.spec_path), "run_dir": str(files.run_dir), "cwd": str(Path.cwd()),
             "max_new_tokens": config.max_new_tokens, "max_prompt_tokens": config.max_prompt_tokens,
-            "max_response_tokens": config.max_response_tokens, "records_steps": own_estimator(spec)}
+            "max_response_tokens": config.max_response_tokens, "records_steps": True}
 
 
 def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, model_path: str) -> list[Override]:
@@ -102,13 +100,9 @@ def trinity_overrides(spec: Spec, config: TrinityConfig, files: RunFiles, *, mod
     # GRPO (algorithm:)
     put("algorithm.algorithm_type", "grpo", "algorithm.name")
     put("algorithm.repeat_times", algo.group_size, "algorithm.group_size")
-    if own_estimator(spec):
-        put("algorithm.advantage_fn", ADVANTAGE_NAME, advantage_origin(spec))
-        put("algorithm.advantage_fn_args", {"spec_path": str(files.spec_path), "cwd": str(Path.cwd())},
-            advantage_origin(spec))
-    else:
-        put("algorithm.advantage_fn", OWN_GRPO, advantage_origin(spec))
-        put("algorithm.advantage_fn_args", {"epsilon": 1e-6}, advantage_origin(spec))
+    put("algorithm.advantage_fn", ADVANTAGE_NAME, advantage_origin(spec))
+    put("algorithm.advantage_fn_args", {"spec_path": str(files.spec_path), "cwd": str(Path.cwd())},
+        advantage_origin(spec))
     policy_args: dict[str, Any] = {"clip_range": algo.clip_ratio,
                                    "clip_range_low": algo.clip_ratio if algo.clip_ratio_low is None else algo.clip_ratio_low,
                                    "clip_range_high": algo.clip_ratio if algo.clip_ratio_high is None else algo.clip_ratio_high,
@@ -213,15 +207,6 @@ def estimator_name(spec: Spec) -> str:
     """The name `backend.advantage` selects (`grpo` when unset)."""
     advantage = spec.component("backend.advantage")
     return (advantage.name if advantage is not None else None) or "grpo"
-
-
-def own_estimator(spec: Spec) -> bool:
-    """True when our estimator runs as trinity's ADVANTAGE_FN: anything but GRPO with std
-    normalization, which trinity's own `grpo` computes the same way."""
-    advantage = spec.component("backend.advantage")
-    norm = getattr(advantage.config, "norm_by_std", None) if advantage is not None else None
-    norm = spec.algorithm.norm_adv_by_std if norm is None else norm
-    return estimator_name(spec) != OWN_GRPO or not norm
 
 
 def advantage_origin(spec: Spec) -> str:

@@ -1,8 +1,9 @@
 """Our advantage estimators as Trinity-RFT's ADVANTAGE_FN `beyondagent` (registered by `registration.py`).
 
-When `backend.advantage` names an estimator trinity does not compute the same way (`gigpo`,
-`adca`, `dr_grpo`, a third party's, or `grpo` without std normalization), the mapping sets
-`algorithm.advantage_fn: beyondagent` with `advantage_fn_args: {spec_path, cwd}`. trinity then
+Whatever `backend.advantage` names (`grpo` when unset; `gigpo`, `adca`, `dr_grpo`, a third
+party's), the mapping sets `algorithm.advantage_fn: beyondagent` with `advantage_fn_args:
+{spec_path, cwd}`: for `grpo` the numbers are trinity's own `grpo`'s, but only ours leaves failed
+episodes out of the groups' statistics. trinity then
 calls this GroupAdvantage on each explored batch of Experiences (in its explorer's experience
 pipeline, before training): the spec's estimator (built from the spec, as the torch backend
 builds it) gets the batch as our `ScoredEpisode`s, rebuilt from each Experience's

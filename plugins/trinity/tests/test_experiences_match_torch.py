@@ -32,7 +32,7 @@ GROUP_SIZE, BATCH_SIZE, MAX_NEW_TOKENS = 4, 2, 3
 
 def write_specs(tmp_path: Path) -> tuple[Path, Path, Path]:
     """The torch backend's spec (GiGPO, the estimator whose steps need our records), the trinity spec
-    (GRPO: trinity's own advantage_fn), and the trinity spec with GiGPO (our ADVANTAGE_FN)."""
+    (GRPO, through our ADVANTAGE_FN as every estimator), and the trinity spec with GiGPO."""
     data = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
     data.pop("profiles", None)
     data["run"].update({"name": "parity", "output_dir": str(tmp_path / "runs")})

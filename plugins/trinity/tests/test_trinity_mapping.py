@@ -47,13 +47,13 @@ def test_the_examples_settings_reach_trinitys_keys(tmp_path: Path) -> None:
                                       "model.model_path", "model.max_prompt_tokens", "model.max_response_tokens",
                                       "explorer.rollout_model.enable_openai_api", "synchronizer.sync_offset")} == {
         "mode": "both", "cluster.node_num": 1, "cluster.gpu_per_node": 2, "algorithm.algorithm_type": "grpo",
-        "algorithm.repeat_times": 8, "algorithm.advantage_fn": "grpo", "algorithm.kl_loss_fn": "none",
+        "algorithm.repeat_times": 8, "algorithm.advantage_fn": ADVANTAGE_NAME, "algorithm.kl_loss_fn": "none",
         "algorithm.entropy_loss_fn": "default", "buffer.batch_size": 4, "buffer.total_steps": 80,
         "model.model_path": "/models/m", "model.max_prompt_tokens": 256, "model.max_response_tokens": 256,
         "explorer.rollout_model.enable_openai_api": True, "synchronizer.sync_offset": 0}
     taskset = got["buffer.explorer_input.tasksets"][0]
     assert taskset["default_workflow_type"] == WORKFLOW_NAME and taskset["path"] == str(tmp_path / "train")
-    assert taskset["workflow_args"]["max_new_tokens"] == 2 and not taskset["workflow_args"]["records_steps"]
+    assert taskset["workflow_args"]["max_new_tokens"] == 2 and taskset["workflow_args"]["records_steps"]
     assert got["buffer.explorer_input.eval_tasksets"][0]["rollout_args"]["temperature"] == 1.0
     # the backend's `trinity:` block comes last, with the spec key it came from
     assert (overrides[-1].key, overrides[-1].value, overrides[-1].origin) == (

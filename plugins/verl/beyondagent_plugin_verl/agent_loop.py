@@ -25,11 +25,15 @@ score as `reward_score` (so verl's reward loop has nothing to do). Each episode'
 output also carries the episode's steps for it (`advantage_records`, read by `sync_trainer`).
 
 With `experience` (guided rollouts, `beyondagent_core.runtime.guidance`) the loop picks, per
-training group, the samples shown the store's lessons — the same choice the torch backend makes —
-and returns a guided episode that trains stripped (`experience.training`) as its replay without
-the lessons (model tokens and log-probs exact). Each output then carries `beyondagent_guidance`
-(guided, off-policy, lessons retrieved, the trajectory) for `sync_trainer`, which marks the
-off-policy samples for the loss and summarizes the step into the store.
+training group, the samples shown the store's lessons and those started from a stored successful
+prefix of their task (`experience.prefix_ratio`) — the same choice the torch backend makes — and
+returns a guided episode that trains stripped (`experience.training`) as its replay without
+the lessons (model tokens and log-probs exact); a prefix-started episode's replayed turns are in
+its prompt (mask 0), so only what the policy sampled after them is trained. Each output then
+carries `beyondagent_guidance` (guided, off-policy, lessons retrieved, turns replayed, the
+trajectory) for `sync_trainer`, which marks the off-policy samples for the loss and summarizes the
+step into the store. Validation samples are shown experiences only with `experience.val_mode:
+all`, never one learned on the task being scored (`Guidance.scoring_experiences`).
 """
 
 from __future__ import annotations
@@ -50,14 +54,14 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from beyondagent_core.episode_records import EpisodeSampling, PieceCache, episode_record
-from beyondagent_core.runtime.guidance import Guidance, GuidedLLM, guided_rollouts, stripped_sequence, trains_stripped
+from beyondagent_core.runtime.guidance import Guidance, Guide, PrefixLLM, stripped_sequence, trains_stripped, wrapped
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.sources.parquet import row_to_task
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_core.advantage_records import advantage_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
-from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, guided, own_estimator
+from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, guided, our_advantages
 from beyondagent_plugin_verl.verl_chat import PromptTooLong, VerlChat, gateway_sample, split_response
 
 _log = logging.getLogger(__name__)
@@ -85,8 +89,8 @@ class WorkerRuntime:
         self.context = RunContext(spec=spec, info=info, manager=session.manager)
         self.runner = self.context.episode_runner()
         self.sampling = EpisodeSampling(spec.logging.episodes, seed=spec.run.seed)
-        # an estimator other than GRPO reads each episode's steps in verl's trainer (sync_trainer.py)
-        self.records_steps = own_estimator(spec)
+        # our estimator reads each episode's steps and failure in verl's trainer (sync_trainer.py)
+        self.records_steps = our_advantages(spec)
         # experience-guided rollouts: the store is the run's (its sqlite file is shared with the trainer)
         self.guidance = (Guidance(spec.component("experience").block, self.context.build("experience"))
                          if guided(spec) else None)
@@ -170,22 +174,31 @@ class BeyondAgentLoop(AgentLoopBase):
         chat = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
                         prompt_length=self.rollout_config.prompt_length,
                         response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
-        lessons = self.lessons(worker, task, place)
+        leaks_before = worker.guidance.leaks_blocked if worker.guidance is not None else 0
+        guide = self.guide(worker, task, place)  # synchronous: the counter's change is this sample's
+        leaks = worker.guidance.leaks_blocked - leaks_before if worker.guidance is not None else 0
+        lessons = list(guide.experiences) if guide is not None else []
+        llm = wrapped(chat, guide)
         started = time.perf_counter()
         try:
-            trajectory = await worker.runner.run(task, GuidedLLM(chat, lessons) if lessons else chat)
+            trajectory = await worker.runner.run(task, llm)
         finally:
             chat.close()
-        if lessons and (trajectory.error or "").startswith(PromptTooLong.__name__):
-            _log.warning("beyondagent: a guided rollout of task %s failed: with its %d lessons the prompt is longer "
-                         "than backend.max_prompt_tokens (%s); raise max_prompt_tokens by the lessons' length, or "
-                         "lower experience.k", task.task_id, len(lessons), trajectory.error)
+        prefixed = llm.replayed if isinstance(llm, PrefixLLM) else 0  # fewer if the env ended first
+        if prefixed:
+            trajectory.metrics["prefix_turns"] = prefixed
+        if guide is not None and (trajectory.error or "").startswith(PromptTooLong.__name__):
+            what = f"its {len(lessons)} lessons" if lessons else f"its {prefixed} replayed turns"
+            _log.warning("beyondagent: a guided rollout of task %s failed: with %s the prompt is longer than "
+                         "backend.max_prompt_tokens (%s); raise max_prompt_tokens by their length, or lower "
+                         "experience.k / prefix_fraction", task.task_id, what, trajectory.error)
         success = bool(trajectory.reward is not None and trajectory.reward.success)
         sequence, off_policy = chat.sequence, False
         if chat.gateway is not None:  # an `agent` episode: its calls through the gateway
             sequence, trajectory = gateway_sample(chat, trajectory)
             success = bool(trajectory.reward is not None and trajectory.reward.success)
-        if lessons and trajectory.error is None and trains_stripped(worker.guidance.block.training, success):
+        if lessons and place.split == "train" and trajectory.error is None \
+                and trains_stripped(worker.guidance.block.training, success):  # validation is not trained
             sequence, off_policy = stripped_sequence(trajectory, self.template), True  # trained without the lessons
         # the weights version of an episode that never generated (it failed first): the ones this step
         # was generated with, one step behind in verl's synchronous trainer
@@ -199,8 +212,13 @@ class BeyondAgentLoop(AgentLoopBase):
                 "id": chat.request_id}  # the trainer's advantages find this episode's record by it
         if worker.guidance is not None:
             output.extra_fields["beyondagent"]["guided"] = bool(lessons)
+            if worker.guidance.block.prefix_ratio:
+                output.extra_fields["beyondagent"]["prefixed"] = prefixed
+            if place.split != "train" and worker.guidance.block.val_mode == "all":
+                output.extra_fields["beyondagent"]["leaks_blocked"] = leaks
             output.extra_fields[GUIDANCE_RECORD] = {"guided": bool(lessons), "off_policy": off_policy,
-                                                    "retrieved": len(lessons), "trajectory": trajectory.to_dict()}
+                                                    "retrieved": len(lessons), "prefixed": prefixed,
+                                                    "trajectory": trajectory.to_dict()}
         self.spool(worker, row, place, sequence, trajectory, output, episode_id=chat.request_id,
                    off_policy=off_policy)
         return output
@@ -218,15 +236,17 @@ class BeyondAgentLoop(AgentLoopBase):
             session = worker.sessions[key] = worker.sessions.get(key, -1) + 1
         return Place(split=split, step=step, group=group, session=session)
 
-    def lessons(self, worker: WorkerRuntime, task: Task, place: Place) -> list[Any]:
-        """The experiences this sample is shown: none outside training, or when its group's draw
-        (the torch backend's, `guided_rollouts`) leaves it unguided."""
-        if worker.guidance is None or place.split != "train":
-            return []
-        block = worker.guidance.block
-        chosen = guided_rollouts(self.rollout_config.n, block.mode, block.ratio,
-                                 seed=(worker.seed, "guides", place.step, place.group, task.task_id))
-        return worker.guidance.store.retrieve(task, block.k) if place.session in chosen else []
+    def guide(self, worker: WorkerRuntime, task: Task, place: Place) -> Guide | None:
+        """What this sample is given: in training, its group's draw (the torch backend's, `Guidance.plan`)
+        — experiences, a stored prefix, or nothing; in validation, with `val_mode: all`, the
+        experiences of other tasks, never one learned on this task (`Guidance.scoring_experiences`)."""
+        if worker.guidance is None:
+            return None
+        if place.split != "train":
+            (guide,) = worker.guidance.val_guides([task])
+            return guide
+        return worker.guidance.guide(task, self.rollout_config.n, place.session,
+                                     seed=(worker.seed, "guides", place.step, place.group, task.task_id))
 
     def spool(self, worker: WorkerRuntime, row: dict[str, Any], place: Place, sequence: TokenSequence,
               trajectory: Trajectory, output: AgentLoopOutput, *, episode_id: str, off_policy: bool) -> None:

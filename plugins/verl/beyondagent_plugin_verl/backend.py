@@ -121,6 +121,7 @@ class VerlBackend:
                            f"{config.batch_size}", where=f"{run.spec.path}, key backend.batch_size",
                            hint="lower batch_size or add tasks")
         log.info("verl.data", rows=written.rows, epochs=written.epochs, steps=written.steps, train=str(written.train))
+        run.planned_steps = written.steps  # an interrupted run says "stopped at step 20 of 80"
         resumed_from = check_resume(run, config)
         files = self._files(run, train_files=(str(written.train),),
                             val_files=(str(written.val),) if written.val else (), val_groups=len(data.val))
@@ -212,6 +213,7 @@ class VerlBackend:
         ours = {**metric_map.map_step(values), **metric_map.episode_metrics(episodes or [])}
         if val:  # the step's validation episodes: those that failed count 0 in verl's pass@1, said here
             ours[VAL_EPISODE_ERRORS] = float(sum(1 for e in val if e.get("error")))
+            ours.update(metric_map.val_experience_metrics(val))  # experience.val_mode: all
         failed = [e for e in episodes or [] if e.get("error")]
         if failed:  # trained on as score 0: said on the console, as the torch backend does
             log.warning("verl.episode_errors", step=step, failed=len(failed), episodes=len(episodes),

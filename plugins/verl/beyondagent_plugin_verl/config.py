@@ -21,6 +21,39 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.checks import (
+    BATCH_WHY,
+    CHECKPOINTS_WHY,
+    COEF_WHY,
+    EPOCHS_WHY,
+    FRACTION_WHY,
+    GRAD_CLIP_WHY,
+    LR_WHY,
+    MAX_BATCH,
+    MAX_CHECKPOINTS,
+    MAX_COEF,
+    MAX_EPOCHS,
+    MAX_GRAD_CLIP,
+    MAX_LR,
+    MAX_NODES,
+    MAX_PPO_EPOCHS,
+    MAX_RATIO,
+    MAX_SECONDS,
+    MAX_STALENESS,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    NODES_WHY,
+    PPO_EPOCHS_WHY,
+    RATIO_WHY,
+    SECONDS_WHY,
+    STALENESS_WHY,
+    STEPS_WHY,
+    TEMPERATURE_WHY,
+    TOKENS_WHY,
+    number,
+)
+
 # Keys of `backend` that may change between a run and its `--resume`.
 DEVICES = ("cuda", "cpu")
 ROLLOUT_MODES = ("sync", "one_step_off", "async")
@@ -40,75 +73,53 @@ class VerlConfig:
     """
 
     # length of the run
-    epochs: int = 1
-    total_steps: int | None = None
-    batch_size: int = 8
+    epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_EPOCHS, why=EPOCHS_WHY))
+    total_steps: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_STEPS, why=STEPS_WHY))
+    batch_size: int = attrs.field(default=8, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
     # optimizer
-    lr: float = 1e-6
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    ppo_epochs: int = 1
-    mini_batch_size: int | None = None
-    micro_batch_size: int = 4
+    lr: float = attrs.field(default=1e-6, validator=number(gt=0, le=MAX_LR, why=LR_WHY))
+    warmup_steps: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    weight_decay: float = attrs.field(default=0.01, validator=number(ge=0, le=MAX_COEF, why=COEF_WHY))
+    grad_clip: float = attrs.field(default=1.0, validator=number(gt=0, le=MAX_GRAD_CLIP, why=GRAD_CLIP_WHY))
+    ppo_epochs: int = attrs.field(default=1, validator=number(ge=1, le=MAX_PPO_EPOCHS, why=PPO_EPOCHS_WHY))
+    mini_batch_size: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
+    micro_batch_size: int = attrs.field(default=4, validator=number(ge=1, le=MAX_BATCH, why=BATCH_WHY))
     # rollout
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 512
-    max_prompt_tokens: int = 2048
-    max_response_tokens: int = 8192
-    val_temperature: float = 0.0
+    temperature: float = attrs.field(default=1.0, validator=number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY))
+    top_p: float = attrs.field(default=1.0, validator=number(gt=0, le=1, why=FRACTION_WHY))
+    max_new_tokens: int = attrs.field(default=512, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    max_prompt_tokens: int = attrs.field(default=2048, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    max_response_tokens: int = attrs.field(default=8192, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
+    val_temperature: float = attrs.field(default=0.0, validator=number(ge=0, le=MAX_TEMPERATURE, why=TEMPERATURE_WHY))
     # asynchronous rollout: sync | one_step_off | async -> verl's V1 `colocate_async` trainer (mapping.py)
     rollout_mode: str = "sync"
-    max_staleness: int = 1  # policy versions a sample may lag (one_step_off: 1)
-    tis_cap: float = 2.0  # truncated importance sampling cap (verl's algorithm.rollout_correction.rollout_is_threshold)
+    # policy versions a sample may lag (one_step_off: 1)
+    max_staleness: int = attrs.field(default=1, validator=number(ge=1, le=MAX_STALENESS, why=STALENESS_WHY))
+    # truncated importance sampling cap (verl's algorithm.rollout_correction.rollout_is_threshold)
+    tis_cap: float = attrs.field(default=2.0, validator=number(gt=0, le=MAX_RATIO, why=RATIO_WHY))
     # hardware: `cuda` is verl's own stack (vLLM rollout, FSDP on NCCL); `cpu` is ours for tests and
     # development on a machine without GPUs (transformers rollout, FSDP2 on gloo, fp32; see cpu_rollout.py)
     device: str = "cuda"
-    nodes: int = 1
-    gpus_per_node: int = 1
-    tensor_parallel: int = 1
-    gpu_memory_utilization: float = 0.6
+    nodes: int = attrs.field(default=1, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    gpus_per_node: int = attrs.field(default=1, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    tensor_parallel: int = attrs.field(default=1, validator=number(ge=1, le=MAX_NODES, why=NODES_WHY))
+    gpu_memory_utilization: float = attrs.field(default=0.6, validator=number(gt=0, le=1, why=FRACTION_WHY))
     ray_address: str | None = None  # join a running Ray cluster (multi-node); None starts a local one
     # validation, checkpoints, outputs
-    eval_every: int = 0
-    save_every: int = 0
-    keep_checkpoints: int = 2
+    eval_every: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    save_every: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    keep_checkpoints: int = attrs.field(default=2, validator=number(ge=1, le=MAX_CHECKPOINTS, why=CHECKPOINTS_WHY))
     project: str = "beyondagent"
-    timeout_s: int | None = None  # stop verl after this many seconds (None: no limit)
+    # stop verl after this many seconds (None: no limit)
+    timeout_s: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_SECONDS, why=SECONDS_WHY))
     # verl keys this block does not name, dotted (`actor_rollout_ref.actor.ppo_epochs: 2`)
     verl: dict[str, Any] = attrs.field(factory=dict)
 
-    def __attrs_post_init__(self) -> None:
-        positive = ("epochs", "batch_size", "ppo_epochs", "micro_batch_size", "max_new_tokens",
-                    "max_prompt_tokens", "max_response_tokens", "nodes", "gpus_per_node", "tensor_parallel",
-                    "keep_checkpoints")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("total_steps", "mini_batch_size", "timeout_s"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be >= 1 or null, got {value}")
-        for name in ("warmup_steps", "eval_every", "save_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+    def __attrs_post_init__(self) -> None:  # each number's range is its field's validator
         if self.rollout_mode not in ROLLOUT_MODES:
             raise ValueError(f"rollout_mode must be one of {', '.join(ROLLOUT_MODES)}, got {self.rollout_mode!r}")
-        if self.max_staleness < 1:
-            raise ValueError(f"max_staleness must be >= 1, got {self.max_staleness}")
-        if not self.tis_cap > 0:
-            raise ValueError(f"tis_cap must be > 0, got {self.tis_cap}")
         if self.device not in DEVICES:
             raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {self.device!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.temperature < 0 or self.val_temperature < 0:
-            raise ValueError("temperature and val_temperature must be >= 0 (0 = greedy)")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.max_new_tokens > self.max_response_tokens:
             raise ValueError(f"max_new_tokens ({self.max_new_tokens}) cannot exceed max_response_tokens "
                              f"({self.max_response_tokens}): a turn must fit in the episode's response")

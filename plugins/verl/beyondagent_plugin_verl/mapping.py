@@ -127,7 +127,8 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
     # our trainer (sync_trainer.py): verl computes GRPO, then our estimator replaces it; guided samples
     # trained without their lessons are marked off-policy, and our policy loss clips them
     if own_trainer(spec):
-        put("trainer.v1.trainer_mode", OUR_TRAINER, "backend.advantage.name" if own_estimator(spec) else "experience")
+        put("trainer.v1.trainer_mode", OUR_TRAINER, "backend.advantage.name" if own_estimator(spec)
+            else "experience" if guided(spec) else "backend.rollout_mode")
     if config.rollout_mode != "sync":
         for key, value in async_rollout_settings(config).items():
             put(key, value, f"backend.{'tis_cap' if 'rollout_correction' in key else 'rollout_mode'}")
@@ -202,9 +203,25 @@ def guided(spec: Spec) -> bool:
     return experience is not None and experience.registration is not None
 
 
+def failure_aware(spec: Spec) -> bool:
+    """True for a synchronous run that leaves verl's trainer mode to us (no native
+    `trainer.v1.trainer_mode`): our trainer then writes every estimator's advantages, so that a
+    failed episode leaves its group's statistics (`advantages.estimate_finished`), which verl's own
+    estimators cannot do. Ours equal verl's otherwise (plugins/advantages' parity tests)."""
+    config = spec.component("backend").config
+    native = flatten(getattr(config, "verl", None) or {}).get("trainer.v1.trainer_mode")
+    return getattr(config, "rollout_mode", "sync") == "sync" and native in (None, OUR_TRAINER)
+
+
+def our_advantages(spec: Spec) -> bool:
+    """True when our estimator writes the advantages in verl's trainer: an estimator verl lacks, or
+    any estimator of a synchronous run (`failure_aware`)."""
+    return own_estimator(spec) or failure_aware(spec)
+
+
 def own_trainer(spec: Spec) -> bool:
-    """True when verl runs our trainer (sync_trainer.py): an estimator of ours or guided rollouts."""
-    return own_estimator(spec) or guided(spec)
+    """True when verl runs our trainer (sync_trainer.py): our advantages or guided rollouts."""
+    return our_advantages(spec) or guided(spec)
 
 
 def async_rollout_settings(config: VerlConfig) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from beyondagent_core.metric_names import (
     GATEWAY_SAMPLES_PER_EPISODE,
     GATEWAY_SPLIT_EPISODES,
     TRAIN_SUCCESS_RATE_GUIDED,
+    TRAIN_SUCCESS_RATE_PREFIXED,
     TRAIN_SUCCESS_RATE_UNGUIDED,
 )
 
@@ -92,9 +93,12 @@ def episode_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
         out["train/success_rate_synthetic"] = sum(bool(e.get("success")) for e in synthetic) / len(synthetic)
         if original:
             out["train/success_rate_original"] = sum(bool(e.get("success")) for e in original) / len(original)
-    if any("guided" in e for e in episodes):  # experience-guided rollouts: success with and without lessons
-        for name, flag in ((TRAIN_SUCCESS_RATE_GUIDED, True), (TRAIN_SUCCESS_RATE_UNGUIDED, False)):
-            chosen = [bool(e.get("success")) for e in episodes if bool(e.get("guided")) is flag]
+    if any("guided" in e for e in episodes):  # experience-guided rollouts: success with and without lessons,
+        # and (experience.prefix_ratio) from a stored prefix, not counted as unguided
+        kinds = ["guided" if e.get("guided") else "prefixed" if e.get("prefixed") else "unguided" for e in episodes]
+        for name, kind in ((TRAIN_SUCCESS_RATE_GUIDED, "guided"), (TRAIN_SUCCESS_RATE_PREFIXED, "prefixed"),
+                           (TRAIN_SUCCESS_RATE_UNGUIDED, "unguided")):
+            chosen = [bool(e.get("success")) for e, k in zip(episodes, kinds) if k == kind]
             if chosen:
                 out[name] = sum(chosen) / len(chosen)
     served = [e for e in episodes if "gateway_calls" in e]  # `agent` episodes: the torch backend's gateway metrics
@@ -103,3 +107,13 @@ def episode_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
         out[GATEWAY_SAMPLES_PER_EPISODE] = sum(e.get("gateway_samples", 0) for e in served) / len(served)
         out[GATEWAY_CALLS_PER_EPISODE] = sum(e["gateway_calls"] for e in served) / len(served)
     return out
+
+
+def val_experience_metrics(val: list[dict[str, Any]]) -> dict[str, float]:
+    """With `experience.val_mode: all`: the share of a validation's episodes shown experiences and the
+    records of the task being scored that the guard dropped (the torch backend's names)."""
+    shown = [e for e in val if "leaks_blocked" in e]
+    if not shown:
+        return {}
+    return {"experience/val_guided_fraction": sum(bool(e.get("guided")) for e in shown) / len(shown),
+            "experience/val_leaks_blocked": float(sum(int(e.get("leaks_blocked") or 0) for e in shown))}

@@ -58,7 +58,7 @@ def ensure(*, rebuild: bool = False, console: object | None = None):  # -> Venv
     from beyondagent_core.venvs import ensure_venv_with_status
     from beyondagent_plugin_verl.venv import recipe
 
-    return ensure_venv_with_status(recipe(), "verl", rebuild=rebuild, console=console)
+    return ensure_venv_with_status(recipe(), "verl", rebuild=rebuild, console=console, takes="about 4 minutes")
 
 
 def probe(venv: object) -> dict:

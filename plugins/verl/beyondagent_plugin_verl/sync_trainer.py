@@ -1,6 +1,7 @@
 """verl's synchronous trainer with our parts: advantage estimators and experience-guided rollouts.
 
-Advantage estimators (`backend.advantage: {name: gigpo | adca | ...}`):
+Advantage estimators (`backend.advantage: {name: gigpo | adca | ...}`, and in a synchronous run
+every estimator, verl's own included, so that failed episodes leave their groups' statistics):
 
 verl 0.9.1's pluggable estimators see token rewards, the response mask and the group id only;
 ours need each episode's steps (token spans, observation and action text), outcome and task
@@ -38,7 +39,7 @@ from beyondagent_core.types import Trajectory
 from beyondagent_plugin_verl import cpu_platform, episode_spool
 from beyondagent_core.advantage_records import response_advantages, scored_from_record
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
-from beyondagent_plugin_verl.mapping import GUIDANCE_RECORD, OUR_TRAINER, own_estimator
+from beyondagent_plugin_verl.mapping import GUIDANCE_RECORD, OUR_TRAINER, our_advantages
 
 # verl imports this module before its `verl.plugins` entry points, and its trainer modules ask for
 # the platform when imported: `backend.device: cpu` needs ours registered first
@@ -82,7 +83,7 @@ class BeyondAgentTrainer(PPOTrainerSync):
             records = self.guidance_records(batch)
             self.mark_off_policy(batch, [bool(record["off_policy"]) for record in records])
         batch = super()._compute_advantage(batch, metrics)
-        if own_estimator(self.runtime().context.spec):
+        if our_advantages(self.runtime().context.spec):
             batch = self.replace_advantages(batch, metrics)
         if guidance is not None:
             metrics.update(self.learn(guidance, batch, records))
@@ -130,7 +131,8 @@ class BeyondAgentTrainer(PPOTrainerSync):
             retrieved[uid] = max(retrieved.get(uid, 0), int(record["retrieved"]))
         success = [bool(t.reward is not None and t.reward.success) for t in trajectories]
         out = guidance.metrics([bool(record["guided"]) for record in records], success, added,
-                               retrieved_per_group=list(retrieved.values()))
+                               retrieved_per_group=list(retrieved.values()),
+                               prefixed=[int(record.get("prefixed") or 0) for record in records])
         # the success rates are the launcher's (every episode's facts); the trainer logs the store's numbers
         return {name: value for name, value in out.items() if name.startswith(EXPERIENCE_PREFIX)}
 
@@ -143,7 +145,7 @@ class BeyondAgentTrainer(PPOTrainerSync):
         missing = [i for i, extra in enumerate(extras) if RECORD_KEY not in (extra or {})]
         if missing:
             raise RuntimeError(f"{len(missing)} of {len(extras)} samples carry no `{RECORD_KEY}` record; the "
-                               "beyondagent agent loop writes one when backend.advantage is not grpo")
+                               "beyondagent agent loop writes one when our estimator runs (mapping.our_advantages)")
         records = [extra[RECORD_KEY] for extra in extras]
         uids = list(data["uid"])
         episodes = tuple(scored_from_record(record, uid) for record, uid in zip(records, uids, strict=True))

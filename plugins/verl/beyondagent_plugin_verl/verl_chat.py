@@ -50,14 +50,15 @@ class VerlChat(TokenChat):
         self.generations: list[dict[str, Any]] = []  # what the server returned, turn by turn
         self.gateway: GatewayEpisode | None = None
 
-    def gateway_episode(self, *, max_calls: int = 100) -> GatewayEpisode:
-        """This episode's gateway endpoint (made on first use), generating through verl's server manager."""
+    def gateway_episode(self, *, max_calls: int = 100, **limits: int) -> GatewayEpisode:
+        """This episode's gateway endpoint (made on first use), generating through verl's server manager.
+        `limits`: its other limits (`max_concurrent_calls`, `max_n`: `GatewayEpisode`)."""
         if self.gateway is None:
             defaults = GenerationSettings(float(self.sampling_params.get("temperature", 1.0)),
                                           float(self.sampling_params.get("top_p", 1.0)), self.max_new_tokens)
             self.gateway = GatewayEpisode(self.template, VerlGenerator(self), defaults,
                                           max_episode_tokens=self.prompt_length + self.response_length,
-                                          max_calls=max_calls)
+                                          max_calls=max_calls, **limits)
         return self.gateway
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from beyondagent_plugin_verl.mapping import OUR_TRAINER
 from test_mapping import mapped, spec_of
 
 from beyondagent_core.errors import SpecError
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_sync_sets_no_async_key(tmp_path: Path) -> None:
     got = mapped(spec_of(tmp_path), tmp_path)
-    assert "trainer.v1.trainer_mode" not in got
+    assert got["trainer.v1.trainer_mode"] == OUR_TRAINER  # verl's sync trainer, with failure-aware advantages
     assert not any(key.startswith("algorithm.rollout_correction") for key in got)
 
 

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 import yaml
-from beyondagent_plugin_verl.mapping import ADV_ESTIMATORS, OUR_TRAINER, RunFiles, own_estimator, verl_overrides
+from beyondagent_plugin_verl.mapping import (
+    ADV_ESTIMATORS,
+    OUR_TRAINER,
+    RunFiles,
+    our_advantages,
+    own_estimator,
+    verl_overrides,
+)
 
 from beyondagent_core.errors import SpecError
 from beyondagent_core.pipeline import prepare
@@ -62,8 +69,10 @@ def test_estimators_verl_has_become_its_own(tmp_path: Path, advantage: dict | No
     if advantage and advantage["name"] == "dr_grpo":
         assert got["algorithm.norm_adv_by_std_in_grpo"][1] == "backend.advantage.name"
     assert got.get("algorithm.gamma", (None,))[0] == gamma
-    assert "trainer.v1.trainer_mode" not in got  # verl's own trainer computes it: no records, no trainer of ours
-    assert not own_estimator(spec)
+    # verl computes it, then ours (equal by plugins/advantages' parity tests) replaces it in a synchronous
+    # run, leaving failed episodes out of the groups' statistics
+    assert got["trainer.v1.trainer_mode"] == (OUR_TRAINER, "backend.rollout_mode")
+    assert not own_estimator(spec) and our_advantages(spec)
 
 
 def test_estimators_verl_lacks_run_in_our_trainer(tmp_path: Path) -> None:
@@ -103,4 +112,4 @@ def test_reinforce_plus_plus_dry_runs_through_verls_config(verl_venv: Any, tiny_
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     config = yaml.safe_load((tmp_path / "runs" / "verl_frozenlake" / "verl" / "verl_config.yaml").read_text())
     assert config["algorithm"]["adv_estimator"] == "reinforce_plus_plus" and config["algorithm"]["gamma"] == 0.9
-    assert config["trainer"]["v1"]["trainer_mode"] != OUR_TRAINER
+    assert config["trainer"]["v1"]["trainer_mode"] == OUR_TRAINER  # verl's estimator first, then ours (failures out)

@@ -190,7 +190,10 @@ def test_an_estimator_other_than_grpo_selects_our_trainer_mode(tmp_path: Path) -
     got = mapped(spec_of(tmp_path, backend={"advantage": {"name": "gigpo"}}), tmp_path)
     assert got["trainer.v1.trainer_mode"] == OUR_TRAINER
     assert got["algorithm.adv_estimator"] == "grpo"  # verl's GRPO runs first; ours replaces it
-    assert "trainer.v1.trainer_mode" not in mapped(spec_of(tmp_path), tmp_path)
+    # a synchronous run's advantages are ours whatever the estimator: failed episodes leave their groups
+    assert mapped(spec_of(tmp_path), tmp_path)["trainer.v1.trainer_mode"] == OUR_TRAINER
+    native = mapped(spec_of(tmp_path, backend={"verl": {"trainer.v1.trainer_mode": "colocate_async"}}), tmp_path)
+    assert native["trainer.v1.trainer_mode"] == "colocate_async"  # a native trainer mode keeps verl's own estimator
 
 
 def test_experience_selects_our_trainer_and_our_policy_loss(tmp_path: Path) -> None:

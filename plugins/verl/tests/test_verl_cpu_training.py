@@ -167,6 +167,77 @@ def test_experience_guided_rollouts_train_off_policy_inside_verls_trainer(verl_v
     print(f"\nverl on CPU with experience-guided rollouts: 1 step in {seconds:.0f} s")
 
 
+def frozenlake_success(task_id: str) -> Any:
+    """A successful episode of a 2x2 FrozenLake task, played in the env (one of its two two-move paths)."""
+    from beyondagent_plugin_gym.config import FrozenLakeConfig
+    from beyondagent_plugin_gym.frozenlake import FrozenLake
+
+    from beyondagent_core.types import Reward, Task, Trajectory, Turn
+
+    for path in (["right", "down"], ["down", "right"]):
+        env = FrozenLake(FrozenLakeConfig())
+        reset = env.reset(Task(task_id=task_id, env="frozenlake", metadata={"size": 2}))
+        turns = [Turn(m["role"], m["content"]) for m in reset.messages]
+        for move in path:
+            step = env.step({"role": "assistant", "content": f"Action: {move}"})
+            turns += [Turn("assistant", f"Action: {move}", token_ids=[1])] + [
+                Turn(m["role"], m["content"]) for m in step.observation]
+            if step.terminated:
+                break
+        if step.reward == 1.0:
+            task = Task(task_id=task_id, env="frozenlake", metadata=reset.info["metadata"])
+            return Trajectory(task=task, turns=turns, reward=Reward(score=1.0, success=True))
+    raise AssertionError(f"{task_id}: no two-move path")
+
+
+def test_worked_examples_and_prefixes_inside_verl_and_validation_never_shows_a_tasks_own(
+        verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    """Navigating without an LLM on verl: of each group of 4, one sample is shown worked examples
+    (successful episodes from the store), two start from a stored success of their task (its first
+    move replayed: in the prompt, never trained), one is plain; validation shows every sample the
+    examples of other maps only (2x2 FrozenLake's val maps are all train maps too)."""
+    import asyncio
+
+    from beyondagent_plugin_experience.config import ExperienceStoreConfig
+    from beyondagent_plugin_experience.store import SqliteExperienceStore
+
+    store_path = tmp_path / "examples.sqlite"
+    seeded = SqliteExperienceStore(ExperienceStoreConfig(summarizer="trajectory"), path=store_path)
+    seeded.add(asyncio.run(seeded.summarize([frozenlake_success(f"frozenlake-train-{i}") for i in range(3)], step=0)))
+    seeded.close()
+    spec = cpu_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())
+    data["tasks"]["val"] = {"name": "gym_tasks", "env": "frozenlake", "split": "val", "count": 2, "size": 2}
+    data["algorithm"]["group_size"] = 4
+    data["backend"].update({"total_steps": 1, "save_every": 0, "eval_every": 1, "max_prompt_tokens": 1024})
+    data["experience"] = {"name": "experience", "path": str(store_path), "summarizer": "trajectory", "mode": "mixed",
+                          "ratio": 0.25, "prefix_ratio": 0.5, "val_mode": "all"}
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    run_dir = tmp_path / "runs" / "verl_frozenlake"
+    line = steps(run_dir)[1]
+    assert line["experience/guided_fraction"] == 0.25 and line["experience/prefixed_fraction"] == 0.5
+    assert line["experience/prefix_turns"] == 1.0 and "train/success_rate_prefixed" in line
+    assert line["experience/val_guided_fraction"] == 1.0 and line["experience/val_leaks_blocked"] == 0
+    records = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    prefixed = [r for r in records if r["split"] == "train" and r["metrics"].get("prefix_turns")]
+    assert len(prefixed) == 4 and not any(r["off_policy"] for r in prefixed)
+    for record in prefixed:  # the replayed move is verl's prompt; the response is the policy's own
+        tokens = expand_tokens(record)
+        prompt = "".join(t["text"] for t in tokens[:[t["mask"] for t in tokens].index(1)])
+        assert next(t["content"] for t in record["turns"] if t["role"] == "assistant") in prompt
+    from beyondagent_core.experience import same_task
+
+    examples = SqliteExperienceStore(path=store_path).all()
+    for record in (r for r in records if r["split"] == "val"):
+        scored = frozenlake_success(record["task_id"]).task
+        seen = "".join(t["text"] for t in expand_tokens(record))
+        assert not any(e.text in seen for e in examples if same_task(e, scored))
+        assert any(e.text in seen for e in examples if not same_task(e, scored))  # what it saw: not stripped
+        assert not record["off_policy"]
+    print(f"\nverl on CPU with worked examples and prefixes: 1 step and validation in {seconds:.0f} s")
+
+
 def test_the_llm_judged_adca_estimator_runs_inside_verls_trainer(verl_venv: Any, tiny_model: str, tmp_path: Path,
                                                                  openai_server: Any) -> None:
     """`backend.advantage: adca`: verl's trainer process calls the step judge (`openai_server`, a

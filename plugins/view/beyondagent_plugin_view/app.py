@@ -46,7 +46,10 @@ from beyondagent_plugin_view import pages
 from beyondagent_plugin_view.assets import SCRIPT
 from beyondagent_plugin_view.bounds import (
     MAX_CARD_TOKENS,
+    MAX_CHART_POINTS,
+    MAX_CURVE_POINTS,
     MAX_GROUP_SHOWN,
+    MAX_METRIC_RECORDS,
     MAX_METRICS_BYTES,
     MAX_SERIES,
     MAX_TEXT_FILE_BYTES,
@@ -234,7 +237,7 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
     def curves_html(request: Request) -> Response:
         run = run_of(request)
         records, problem = read_metrics(run.dir)
-        series, hidden = curves(records)
+        series, hidden = curves_of(run.dir, records)
         charts = [found for key, points in series.items()
                   if (found := chart(key, [s for s, _ in points], [v for _, v in points])) is not None]
         return Page(pages.curves_page(run, charts, report_panels(run.dir, records), problem=problem, hidden=hidden,
@@ -242,7 +245,9 @@ def create_app(runs: list[RunView], *, token: str | None = None) -> Starlette:
 
     def curves_json(request: Request) -> Response:
         run = run_of(request)
-        return Data(curves(read_metrics(run.dir)[0])[0])
+        series, _ = curves_of(run.dir, read_metrics(run.dir)[0])
+        most = max(MAX_CHART_POINTS, MAX_CURVE_POINTS // max(1, len(series)))
+        return Data({key: thinned(points, most) for key, points in series.items()})
 
     def spec_of(run: RunView) -> tuple[str | None, str | None, Any, str | None]:
         spec, spec_problem = read_text(run.dir / SPEC_FILE, MAX_TEXT_FILE_BYTES)
@@ -311,9 +316,50 @@ def _problem(request: Request, status: int, message: str) -> Response:
 
 # -- metrics ------------------------------------------------------------------------------------
 
+_METRICS: dict[Path, tuple[tuple[int, int], list[dict[str, Any]], str | None]] = {}
+
+
 def read_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], str | None]:
     """metrics.jsonl's records with a 64-bit integer step, read as untrusted (no symlink, at most
-    MAX_METRICS_BYTES; bad lines skipped), and why it was not read (or was cut)."""
+    MAX_METRICS_BYTES; bad lines skipped; at most MAX_METRIC_RECORDS of them, evenly spaced), and why
+    it was not read (or was cut). Parsed again only when the file changed: what one request costs is
+    bounded, and a page reloaded while nothing was appended costs nothing."""
+    try:
+        found = regular_or_missing(run_dir / METRICS_FILE)
+    except OSError as exc:
+        return [], str(exc)
+    if found is None:
+        return [], None
+    key = (found.st_mtime_ns, found.st_size)
+    cached = _METRICS.get(run_dir)
+    if cached is not None and cached[0] == key:
+        return cached[1], cached[2]
+    records, problem = _parse_metrics(run_dir)
+    _METRICS[run_dir] = (key, records, problem)
+    return records, problem
+
+
+_CURVES: dict[Path, tuple[int, tuple[dict[str, list[list[float]]], int]]] = {}
+
+
+def curves_of(run_dir: Path, records: list[dict[str, Any]]) -> tuple[dict[str, list[list[float]]], int]:
+    """`curves(records)`, computed once for each reading of the run's metrics (`read_metrics`)."""
+    cached = _CURVES.get(run_dir)
+    if cached is None or cached[0] != id(records) or _METRICS.get(run_dir, (None, None))[1] is not records:
+        cached = _CURVES[run_dir] = (id(records), curves(records))
+    return cached[1]
+
+
+def thinned(items: list[Any], most: int) -> list[Any]:
+    """At most `most` of `items` (about), evenly spaced, the first and the last kept."""
+    if len(items) <= most:
+        return items
+    step = -(-len(items) // most)
+    kept = items[::step]
+    return kept if kept[-1] is items[-1] else [*kept, items[-1]]
+
+
+def _parse_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], str | None]:
     try:
         data, more = read_bounded(run_dir / METRICS_FILE, MAX_METRICS_BYTES)
     except FileNotFoundError:
@@ -331,8 +377,11 @@ def read_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], str | None]:
             continue
         if isinstance(record, dict) and is_int64(record.get("step")):
             records.append(record)
-    problem = f"{METRICS_FILE} is larger than {MAX_METRICS_BYTES} bytes: its first part is shown" if more else None
-    return records, problem
+    problems = [f"{METRICS_FILE} is larger than {MAX_METRICS_BYTES} bytes: its first part is shown"] if more else []
+    if len(records) > MAX_METRIC_RECORDS:
+        problems.append(f"{len(records)} records: {MAX_METRIC_RECORDS} of them, evenly spaced, are drawn")
+        records = thinned(records, MAX_METRIC_RECORDS)
+    return records, "; ".join(problems) or None
 
 
 def curves(records: list[dict[str, Any]]) -> tuple[dict[str, list[list[float]]], int]:

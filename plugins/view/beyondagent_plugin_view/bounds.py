@@ -24,9 +24,11 @@ MAX_TOKEN_TEXT = 200  # characters of one token's text
 MAX_GROUP_SHOWN = 64  # cards on a group page
 MAX_COMPARE_ROWS = 2_000  # tasks in a comparison
 MAX_TEXT_FILE_BYTES = 2 * 2**20  # spec.resolved.yaml, plugins.json
-MAX_METRICS_BYTES = 64 * 2**20  # metrics.jsonl read for the curves
+MAX_METRICS_BYTES = 16 * 2**20  # metrics.jsonl read for the curves (its first part; parsed once per change)
+MAX_METRIC_RECORDS = 20_000  # records kept of it, evenly spaced, the last one kept: the curves and panels
 MAX_SERIES = 200  # metrics charted
 MAX_CHART_POINTS = 2_000  # points of one chart's line
+MAX_CURVE_POINTS = 200_000  # points of every series together in one /api/curves reply (each at least a chart's)
 
 
 def is_int64(value: Any) -> bool:

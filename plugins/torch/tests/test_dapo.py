@@ -309,7 +309,7 @@ def test_the_dry_run_checks_and_describes_the_options(run_spec, test_envs, tmp_p
     text = run_spec(spec, dry_run=True).plan.backend
     assert "policy loss gspo (ratio clipped to [1 - 0.2, 1 + 0.28], one ratio per sequence)" in text
     assert "at most 3 generation batches a step" in text
-    assert "episodes past 2 generated tokens lose up to 1 reward at 4" in text
+    assert "an episode that generates more than 2 tokens loses reward linearly, up to 1 at 4 tokens" in text
     spec["algorithm"]["overlong"] = {"buffer_len": 4}  # = backend.max_new_tokens: nothing left unpunished
     with pytest.raises(SpecError, match="algorithm.overlong.buffer_len 4 leaves no length unpunished"):
         run_spec(spec, dry_run=True)

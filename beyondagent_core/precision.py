@@ -93,3 +93,19 @@ def native_conflict(block: Mapping[str, Any], precision: Precision, *,
         if ALIASES.get(str(got)) != want:
             return raw, want
     return None
+
+
+def refuse_native_conflict(block: Mapping[str, Any], precision: Precision, model: Any, *, backend: str,
+                           rollout_dtype_key: str, where: str, sets: str) -> None:
+    """A SpecError when `backend.<backend>` (`block`, flattened) sets a precision key against the spec's
+    (`native_conflict`); `sets` says what those keys set in that backend, for the message."""
+    conflict = native_conflict(block, precision, rollout_dtype_key=rollout_dtype_key)
+    if conflict is None:
+        return
+    key, want = conflict
+    ours = "model.param_dtype" if key.endswith("model_dtype") else "model.dtype"
+    raise SpecError(f"backend.{backend} sets {key.lstrip('+')}, which model.dtype: {model.dtype} and "
+                    f"model.param_dtype: {model.param_dtype} map to {want} ({sets} are set from them)",
+                    where=f"{where}, key backend.{backend}.{key.lstrip('+')}",
+                    hint=f"remove that key and set {ours} instead (a bfloat16 model.param_dtype trains pure "
+                         "bf16 weights, with a warning)")

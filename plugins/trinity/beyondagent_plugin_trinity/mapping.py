@@ -16,7 +16,7 @@ import attrs
 
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
-from beyondagent_core.precision import SHORT, native_conflict, resolve, warn_if_pure
+from beyondagent_core.precision import SHORT, refuse_native_conflict, resolve, warn_if_pure
 from beyondagent_core.spec import Spec
 from beyondagent_plugin_trinity.config import TrinityConfig
 
@@ -293,16 +293,9 @@ def check_precision(spec: Spec, config: TrinityConfig, where: str) -> None:
     not ask for: a `backend.trinity` key that says otherwise, or LoRA on FSDP2 (trinity's
     `_maybe_patch_lora_fsdp2` casts the adapters to FSDP's compute dtype before wrapping them)."""
     precision = resolve(spec.model, gpu=True, where=where)
-    conflict = native_conflict(flatten(config.trinity), precision, rollout_dtype_key="explorer.rollout_model.dtype")
-    if conflict is not None:
-        key, want = conflict
-        ours = "model.param_dtype" if key.endswith("model_dtype") else "model.dtype"
-        raise SpecError(f"backend.trinity sets {key.lstrip('+')}, which model.dtype: {spec.model.dtype} and "
-                        f"model.param_dtype: {spec.model.param_dtype} map to {want} (the trainer's weights and "
-                        "AdamW's state, FSDP's compute dtype and the explorer's vLLM are set from them)",
-                        where=f"{where}, key backend.trinity.{key.lstrip('+')}",
-                        hint=f"remove that key and set {ours} instead (a bfloat16 model.param_dtype trains pure "
-                             "bf16 weights, with a warning)")
+    refuse_native_conflict(flatten(config.trinity), precision, spec.model, backend="trinity",
+                           rollout_dtype_key="explorer.rollout_model.dtype", where=where,
+                           sets="the trainer's weights and AdamW's state, FSDP's compute dtype and the explorer's vLLM")
     if (spec.model.lora is not None and trainer_strategy(config) == "fsdp2" and not precision.pure
             and precision.compute != precision.params):
         raise SpecError(f"Trinity-RFT's FSDP2 trainer keeps LoRA adapters in its compute dtype: with model.lora, "

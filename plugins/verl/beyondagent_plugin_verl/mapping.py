@@ -16,7 +16,7 @@ import attrs
 
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
-from beyondagent_core.precision import SHORT, native_conflict, resolve, warn_if_pure
+from beyondagent_core.precision import SHORT, refuse_native_conflict, resolve, warn_if_pure
 from beyondagent_core.spec import Spec
 from beyondagent_plugin_verl.config import VerlConfig
 
@@ -411,16 +411,9 @@ def check_precision(spec: Spec, config: VerlConfig, where: str) -> None:
                                 hint=f"remove {key} (auto and the float32 default are float32 on CPU), or "
                                      "use device: cuda")
     precision = resolve(model, gpu=config.device == "cuda", where=where)
-    conflict = native_conflict(flatten(config.verl), precision, rollout_dtype_key="actor_rollout_ref.rollout.dtype")
-    if conflict is not None:
-        key, want = conflict
-        ours = "model.param_dtype" if key.endswith("model_dtype") else "model.dtype"
-        raise SpecError(f"backend.verl sets {key.lstrip('+')}, which model.dtype: {model.dtype} and "
-                        f"model.param_dtype: {model.param_dtype} map to {want} (the actor's weights and AdamW's "
-                        "state, FSDP's compute dtype and vLLM's are set from them)",
-                        where=f"{where}, key backend.verl.{key.lstrip('+')}",
-                        hint=f"remove that key and set {ours} instead (a bfloat16 model.param_dtype trains pure "
-                             "bf16 weights, with a warning)")
+    refuse_native_conflict(flatten(config.verl), precision, model, backend="verl",
+                           rollout_dtype_key="actor_rollout_ref.rollout.dtype", where=where,
+                           sets="the actor's weights and AdamW's state, FSDP's compute dtype and vLLM's")
 
 
 def check_dapo_options(spec: Spec, where: str) -> None:

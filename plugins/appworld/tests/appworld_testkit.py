@@ -4,12 +4,9 @@ across the suites `scripts/test.sh` runs together)."""
 from __future__ import annotations
 
 import asyncio
-import math
 import threading
-import time
 from typing import Any
 
-import httpx
 
 # Short enough that the hung-cell test is quick, long enough for a reset on a busy 2-core machine.
 CALL_TIMEOUT = 20
@@ -34,29 +31,3 @@ class LoopThread:
         self.thread.join(timeout=10)
 
 
-class HealthPoller:
-    """Polls a service's `/healthz` on a thread while in a `with` block; `latencies` in seconds (inf: none in 2 s)."""
-
-    def __init__(self, url: str):
-        self.url, self.latencies = url, []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True, name="appworld-tests-healthz")
-
-    def _poll(self) -> None:
-        with httpx.Client(timeout=2.0) as http:
-            while not self.stopping.is_set():
-                started = time.monotonic()
-                try:
-                    http.get(f"{self.url}/healthz").raise_for_status()
-                    self.latencies.append(time.monotonic() - started)
-                except httpx.HTTPError:
-                    self.latencies.append(math.inf)
-                self.stopping.wait(0.05)
-
-    def __enter__(self) -> HealthPoller:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=5)

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 import pytest
-from appworld_testkit import CALL_TIMEOUT, CODE_TIMEOUT, HealthPoller, LoopThread
+from appworld_testkit import CALL_TIMEOUT, CODE_TIMEOUT, LoopThread
 from beyondagent_plugin_appworld.config import AppWorldReactConfig
 from beyondagent_plugin_appworld.workflow import AppWorldReact
 
@@ -29,6 +29,7 @@ from beyondagent_core import EnvSpec, Reward, Task, Turn, hookimpl
 from beyondagent_core.envservice.client import EnvServiceClient, EnvServiceError
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.testing.contracts import EnvContract, TaskSourceContract
+from beyondagent_core.testing.health import HealthPoller
 
 # Generated ids: gen0000a_1 most_songs_playlist, gen0001a_1 playlist_count,
 # gen0002a_1 add_song_to_playlist, gen0003a_1 venmo_balance (worldgen.KINDS, in order).

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import subprocess
-import threading
 import time
 from typing import Any
 
-import httpx
 from beyondagent_plugin_bfcl.config import BFCLConfig
 
 from beyondagent_core import Task
 from beyondagent_core.envservice.client import ClientOptions, EnvServiceClient
+from beyondagent_core.testing.health import HealthPoller
 
 MATH_TASK = "multi_turn_base_15"  # GorillaFileSystem + MathAPI
 HOSTILE = [("power", {"base": 10, "exponent": 100000000000}),
@@ -35,34 +33,6 @@ HOSTILE = [("power", {"base": 10, "exponent": 100000000000}),
 
 def call(name: str, **arguments: Any) -> str:
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
-
-class HealthPoller:
-    """Polls `/healthz` on a thread, recording each answer's latency (inf for none within 2 s)."""
-
-    def __init__(self, url: str):
-        self.url, self.latencies = url, []
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        with httpx.Client(timeout=2.0) as http:
-            while not self.stopping.is_set():
-                started = time.monotonic()
-                try:
-                    http.get(f"{self.url}/healthz").raise_for_status()
-                    self.latencies.append(time.monotonic() - started)
-                except httpx.HTTPError:
-                    self.latencies.append(math.inf)
-                self.stopping.wait(0.02)
-
-    def __enter__(self) -> HealthPoller:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=5)
 
 
 def test_calls_past_the_caps_are_error_observations_and_healthz_stays_fast(server: Any) -> None:

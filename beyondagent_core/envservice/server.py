@@ -35,8 +35,11 @@ from beyondagent_core.envservice.slow_clients import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
+    BodyTimeout,
+    BodyTooLarge,
     SlowClients,
     guarded_protocol,
+    read_bounded_body,
 )
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import OPTIONAL_ENV_METHODS
@@ -45,7 +48,6 @@ from beyondagent_core.types import Task
 log = get_logger("beyondagent.envservice")
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
-DRAIN_BYTES = 64 * 1024 * 1024  # an oversized body read and dropped before its 413 (see EnvService._body)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -174,29 +176,14 @@ class EnvService:
                                "missing or wrong bearer token: send 'Authorization: Bearer <token>'")
 
     async def _body(self, request: HttpRequest) -> bytes:
-        """The body, at most `max_body_bytes`. A larger one is read on (and thrown away) up to
-        `DRAIN_BYTES` before the 413, so a plain HTTP client that sends its whole body before reading
-        gets the answer instead of a reset connection; past that the connection is cut."""
-        limit = self.max_body_bytes
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max(limit, DRAIN_BYTES):
-            raise _too_large(limit)
-        chunks: list[bytes] = []
-        size = 0
+        """The body, at most `max_body_bytes` (413), within `body_timeout` (408): `read_bounded_body`."""
         try:
-            async with asyncio.timeout(self.body_timeout):  # a body sent a byte at a time ends here
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > max(limit, DRAIN_BYTES):
-                        break
-                    if size <= limit:
-                        chunks.append(chunk)
-        except TimeoutError:
+            return await read_bounded_body(request, limit=self.max_body_bytes, timeout=self.body_timeout)
+        except BodyTooLarge:
+            raise _too_large(self.max_body_bytes) from None
+        except BodyTimeout:
             raise ServiceError(408, "body_timeout", f"the request body did not arrive within {self.body_timeout:g}s "
                                "(--body-timeout)") from None
-        if size > limit:
-            raise _too_large(limit)
-        return b"".join(chunks)
 
 
 def _too_large(limit: int) -> ServiceError:

@@ -47,8 +47,11 @@ from beyondagent_core.envservice.slow_clients import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
+    BodyTimeout,
+    BodyTooLarge,
     SlowClients,
     guarded_protocol,
+    read_bounded_body,
 )
 from beyondagent_core.gateway.api import ApiError, completion_body, parse_request, reward_score, stream_chunks
 from beyondagent_core.gateway.episode import EpisodeEnded, GatewayEpisode
@@ -58,7 +61,6 @@ from beyondagent_core.types import Reward
 log = get_logger("beyondagent.gateway")
 
 MAX_BODY_BYTES = 8 << 20
-DRAIN_BYTES = 64 << 20  # an oversized body read and dropped before its 413, so the client sees the answer
 ENDED_REMEMBERED = 10_000  # ended episode ids kept to answer 410 instead of 404
 KEY_PREFIX = "ba-episode-"
 # An idle keep-alive connection is closed after 8 s: after the clients' own expiry (httpx: 5 s), so a
@@ -270,28 +272,16 @@ class Gateway:
                              "slow_clients_closed": self.slow_clients.closed})
 
     async def _json(self, http: Any) -> Any:
-        """The body as JSON: at most `max_body_bytes` (413; a larger one is read on, up to
-        `DRAIN_BYTES`, and dropped, so the client reads the answer), within `body_timeout` (408)."""
-        limit = self.max_body_bytes
-        length = http.headers.get("content-length", "")
-        if length.isdigit() and int(length) > max(limit, DRAIN_BYTES):
-            raise _too_large(limit)
-        chunks: list[bytes] = []
-        size = 0
+        """The body as JSON: at most `max_body_bytes` (413), within `body_timeout` (408): the env
+        service's `read_bounded_body`."""
         try:
-            async with asyncio.timeout(self.body_timeout):
-                async for chunk in http.stream():
-                    size += len(chunk)
-                    if size > max(limit, DRAIN_BYTES):
-                        break
-                    if size <= limit:
-                        chunks.append(chunk)
-        except TimeoutError:
+            body = await read_bounded_body(http, limit=self.max_body_bytes, timeout=self.body_timeout)
+        except BodyTooLarge:
+            raise _too_large(self.max_body_bytes) from None
+        except BodyTimeout:
             raise ApiError(408, f"the request body did not arrive within {self.body_timeout:g} s") from None
-        if size > limit:
-            raise _too_large(limit)
         try:
-            return json.loads(b"".join(chunks))
+            return json.loads(body)
         except RecursionError:
             raise ApiError(400, "the request body is JSON nested too deeply") from None
         except ValueError as exc:

@@ -8,6 +8,7 @@ rate were rounded away. It runs on a CPU with bf16 compute, the tiny model and t
 from __future__ import annotations
 
 import copy
+import json
 import math
 from pathlib import Path
 
@@ -195,3 +196,18 @@ def test_without_mixed_precision_the_rollout_samples_the_policy_itself() -> None
     rollout = RolloutWeights(model, resolve_precision("float32", "float32", CPU))
     assert rollout.model is model and not rollout.copied
     assert rollout.follow(torch.optim.AdamW(model.parameters())) is None
+
+
+@pytest.mark.beyondagent_plugins("math", "mixers", "torch")
+def test_rollout_is_weighs_a_sync_run_s_tokens_by_the_sampling_gap(run_spec) -> None:
+    """`backend.rollout_is: true` applies the truncated importance weights in a sync run (the bf16 rollout
+    copy's rounding); unset, a sync run has none."""
+    rows = {}
+    for flag in ("true", "null"):
+        run = run_spec(MATH, f"run.name=is_{flag}", "model.dtype=bfloat16", f"backend.rollout_is={flag}",
+                       "backend.total_steps=1", "backend.save_every=0", "tasks.val=null", "backend.report=false",
+                       "backend.samples_per_step=0")
+        rows[flag] = json.loads((run.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    assert 0.5 < rows["true"]["rollout_corr/rollout_is_mean"] <= 2.0  # min(exp(old - sampling), tis_cap)
+    assert rows["true"]["rollout/logprob_diff"] > 0  # bf16 copy vs autocast trainer: a gap to weigh
+    assert "rollout_corr/rollout_is_mean" not in rows["null"]

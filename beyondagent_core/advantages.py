@@ -248,6 +248,13 @@ def dropped_metric(reason: str) -> str:
     return f"dropped_{reason}"
 
 
+def skips_group(finished: int, size: int) -> bool:
+    """Whether a group of `size` episodes, `finished` of which finished, is skipped: failures left it
+    fewer than two finished episodes, so there is no baseline to compare against (a group that was
+    one episode to begin with is the estimator's to handle)."""
+    return finished < size and finished < 2
+
+
 def finished_part(batch: AdvantageBatch) -> tuple[list[int], dict[str, float]]:
     """The indices of `batch`'s episodes an estimator sees, and the dropped-episode metrics.
 
@@ -263,7 +270,7 @@ def finished_part(batch: AdvantageBatch) -> tuple[list[int], dict[str, float]]:
             failure = batch.episodes[i].failure
             if failure is not None:
                 reasons[failure if failure in reasons else "error"] += 1
-        if len(finished) < len(indices) and len(finished) < 2:
+        if skips_group(len(finished), len(indices)):
             skipped += 1
         else:
             kept += finished

@@ -53,15 +53,17 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from beyondagent_core.advantage_records import advantage_record
+from beyondagent_core.advantages import failure_of
 from beyondagent_core.episode_records import EpisodeSampling, PieceCache, episode_record
 from beyondagent_core.runtime.guidance import Guidance, Guide, PrefixLLM, stripped_sequence, trains_stripped, wrapped
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.sources.parquet import row_to_task
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
-from beyondagent_core.advantage_records import advantage_record
+from beyondagent_plugin_verl.group_gate import GATE, Verdict
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
-from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, guided, our_advantages
+from beyondagent_plugin_verl.mapping import AGENT_NAME, GUIDANCE_RECORD, failure_aware, guided, our_advantages
 from beyondagent_plugin_verl.verl_chat import PromptTooLong, VerlChat, gateway_sample, split_response
 
 _log = logging.getLogger(__name__)
@@ -91,6 +93,8 @@ class WorkerRuntime:
         self.sampling = EpisodeSampling(spec.logging.episodes, seed=spec.run.seed)
         # our estimator reads each episode's steps and failure in verl's trainer (sync_trainer.py)
         self.records_steps = our_advantages(spec)
+        # verl's V1 trainers with verl's estimator: failed episodes leave their groups here (group_gate.py)
+        self.gates_failures = not failure_aware(spec)
         # experience-guided rollouts: the store is the run's (its sqlite file is shared with the trainer)
         self.guidance = (Guidance(spec.component("experience").block, self.context.build("experience"))
                          if guided(spec) else None)
@@ -167,10 +171,46 @@ class BeyondAgentLoop(AgentLoopBase):
         self.groups = {"train": train_groups, "val": val_groups}
         self.template = ChatTemplate(self.tokenizer)
 
-    async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput:
-        task = task_of(row)
+    async def run(self, sampling_params: dict[str, Any], **row: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         worker = runtime(self.spec_path, self.spec_overrides, self.run_dir, self.cwd)
         place = self.place(worker, row)
+        uid = row.get("uid") if worker.gates_failures and place.split == "train" else None
+        if uid is None or row.get("session_id") is None:
+            return self.spooled(worker, row, place, *await self.episode(worker, place, sampling_params, row))
+        # verl's V1 trainer, its own estimator: a failed episode leaves its group (group_gate.py)
+        uid = str(uid)
+        try:
+            output, sequence, trajectory, off_policy, episode_id = await self.episode(worker, place, sampling_params,
+                                                                                      row)
+        except BaseException:
+            GATE.report(uid, self.rollout_config.n, place.session, "error", waits=False)  # its siblings wait for it
+            raise
+        failure = failure_of(trajectory, trainable=any(output.response_mask))
+        GATE.report(uid, self.rollout_config.n, place.session, failure)
+        verdict, skipped = await GATE.verdict(uid, place.session)
+        facts = output.extra_fields["beyondagent"]
+        facts["gated"] = True
+        if verdict is Verdict.DROP:
+            facts["dropped"] = failure
+        if skipped:
+            facts["group_skipped"] = uid
+        self.spooled(worker, row, place, output, sequence, trajectory, off_policy, episode_id)
+        if verdict is Verdict.DROP:
+            return []  # not in verl's batch: no sibling's baseline counts it
+        if verdict is Verdict.SKIP:
+            output.response_mask = [0] * len(output.response_mask)  # in the batch, but nothing of it trains
+        return output
+
+    def spooled(self, worker: WorkerRuntime, row: dict[str, Any], place: Place, output: AgentLoopOutput,
+                sequence: TokenSequence, trajectory: Trajectory, off_policy: bool, episode_id: str) -> AgentLoopOutput:
+        self.spool(worker, row, place, sequence, trajectory, output, episode_id=episode_id, off_policy=off_policy)
+        return output
+
+    async def episode(self, worker: WorkerRuntime, place: Place, sampling_params: dict[str, Any],
+                      row: dict[str, Any]) -> tuple[AgentLoopOutput, TokenSequence, Trajectory, bool, str]:
+        """One episode of the row's task: verl's output, what it trains on, the trajectory, whether it
+        trains off-policy (stripped of its lessons) and its id."""
+        task = task_of(row)
         chat = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
                         prompt_length=self.rollout_config.prompt_length,
                         response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
@@ -219,9 +259,7 @@ class BeyondAgentLoop(AgentLoopBase):
             output.extra_fields[GUIDANCE_RECORD] = {"guided": bool(lessons), "off_policy": off_policy,
                                                     "retrieved": len(lessons), "prefixed": prefixed,
                                                     "trajectory": trajectory.to_dict()}
-        self.spool(worker, row, place, sequence, trajectory, output, episode_id=chat.request_id,
-                   off_policy=off_policy)
-        return output
+        return output, sequence, trajectory, off_policy, chat.request_id
 
     def place(self, worker: WorkerRuntime, row: dict[str, Any]) -> Place:
         extra = row.get("extra_info") or {}

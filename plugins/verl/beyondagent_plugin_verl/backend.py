@@ -215,7 +215,7 @@ class VerlBackend:
             ours[VAL_EPISODE_ERRORS] = float(sum(1 for e in val if e.get("error")))
             ours.update(metric_map.val_experience_metrics(val))  # experience.val_mode: all
         failed = [e for e in episodes or [] if e.get("error")]
-        if failed:  # trained on as score 0: said on the console, as the torch backend does
+        if failed:  # left out of their groups (advantage/dropped_*): said on the console, as the torch backend does
             log.warning("verl.episode_errors", step=step, failed=len(failed), episodes=len(episodes),
                         first=failed[0]["error"])
         append_jsonl(run.run_dir / METRICS_FILE, [{"step": step, "time": time.time(), **ours}])

@@ -207,7 +207,8 @@ def failure_aware(spec: Spec) -> bool:
     """True for a synchronous run that leaves verl's trainer mode to us (no native
     `trainer.v1.trainer_mode`): our trainer then writes every estimator's advantages, so that a
     failed episode leaves its group's statistics (`advantages.estimate_finished`), which verl's own
-    estimators cannot do. Ours equal verl's otherwise (plugins/advantages' parity tests)."""
+    estimators cannot do. Ours equal verl's otherwise (plugins/advantages' parity tests). In verl's
+    other (V1) trainers our agent loop keeps failures out of verl's groups instead (`group_gate`)."""
     config = spec.component("backend").config
     native = flatten(getattr(config, "verl", None) or {}).get("trainer.v1.trainer_mode")
     return getattr(config, "rollout_mode", "sync") == "sync" and native in (None, OUR_TRAINER)

@@ -12,7 +12,10 @@ import math
 import numbers
 from typing import Any
 
+from beyondagent_core.advantages import FAILURE_REASONS
 from beyondagent_core.metric_names import (
+    ADVANTAGE_DROPPED_EPISODES,
+    ADVANTAGE_DROPPED_GROUPS,
     ADVANTAGE_PREFIX,
     EXPERIENCE_PREFIX,
     GATEWAY_CALLS_PER_EPISODE,
@@ -21,6 +24,7 @@ from beyondagent_core.metric_names import (
     TRAIN_SUCCESS_RATE_GUIDED,
     TRAIN_SUCCESS_RATE_PREFIXED,
     TRAIN_SUCCESS_RATE_UNGUIDED,
+    advantage_dropped,
 )
 
 # our name <- verl's name (first found wins)
@@ -106,7 +110,23 @@ def episode_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
         out[GATEWAY_SPLIT_EPISODES] = sum(e.get("gateway_splits", 0) > 0 for e in served) / len(served)
         out[GATEWAY_SAMPLES_PER_EPISODE] = sum(e.get("gateway_samples", 0) for e in served) / len(served)
         out[GATEWAY_CALLS_PER_EPISODE] = sum(e["gateway_calls"] for e in served) / len(served)
+    out.update(dropped_metrics(episodes))
     return out
+
+
+def dropped_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
+    """In verl's V1 trainers with verl's estimator, the episodes `group_gate` kept out of their groups'
+    statistics (by reason) and the groups it skipped: the names our estimator's path logs."""
+    gated = [e for e in episodes if e.get("gated")]
+    if not gated:
+        return {}
+    reasons = dict.fromkeys(FAILURE_REASONS, 0)
+    for e in gated:
+        if e.get("dropped"):
+            reasons[e["dropped"] if e["dropped"] in reasons else "error"] += 1
+    return {ADVANTAGE_DROPPED_EPISODES: float(sum(reasons.values())),
+            ADVANTAGE_DROPPED_GROUPS: float(len({e["group_skipped"] for e in gated if e.get("group_skipped")})),
+            **{advantage_dropped(reason): float(count) for reason, count in reasons.items()}}
 
 
 def val_experience_metrics(val: list[dict[str, Any]]) -> dict[str, float]:

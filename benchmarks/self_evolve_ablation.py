@@ -11,18 +11,29 @@ torch backend) for `--steps` steps and `--seeds` seeds. With the tiny model (the
   `keep` and `hybrid` instead of the default `strip` (not in the default `--arms`).
 
 With a real model (`--model smollm2-135m-instruct`, or any model path), AgentEvolver's table
-shape, on the quickstart's `smollm2` profile (lr 1e-5, temperature 0.7, 16 tokens a turn); the
-real model is the policy and, through `llm: policy`, every LLM role (explorer, summarizer, judge):
+shape on two task families (`--families`), each mechanism with an LLM playing its helper role (the
+policy itself, `llm: policy`, unless `--set llm=...` names a stronger endpoint) and without one:
 
-- `grpo`: plain GRPO on the seed tasks;
-- `questioning`: + self-questioning: the model explores each seed map (`explore.mode: llm`), the
-  `llm` summarizer writes tasks from what it reached, deduplicated, mixed 1:1 with the seed tasks
-  (`mixture: ratio`) and graded by the model as `llm_judge` against their reference;
-- `navigating`: + self-navigating: lessons the model writes from finished episodes (`experience`,
-  `summarizer: llm`), retrieved into half of each group's prompts (`mode: mixed`, `strip`);
-- `attributing`: + self-attributing: ADCA-GRPO, the model labels each step GOOD/BAD for the
-  first `--prm-steps` steps;
-- `all`: the three together.
+| arm | questioning | navigating | attributing |
+|---|---|---|---|
+| `grpo` | - | - | - |
+| `questioning` / `questioning_free` | LLM exploration + `llm` summarizer / random walks + `hindsight` tasks | | |
+| `navigating` / `navigating_free` | | LLM lessons / successful trajectories as worked examples | |
+| `attributing` / `attributing_free` | | | ADCA, the LLM as step judge / GiGPO |
+| `all` / `all_free` | the three with an LLM / the three without | | |
+
+Families: `frozenlake` (the quickstart's `smollm2` profile on 3x3 maps: 2x2 is learned in ~10 steps,
+so 3x3 leaves room to see which arm gets there first) and `arithmetic` (the math example's `smollm2`
+profile at level 2: level 1 is solved by step 5, level 2 starts low and moves). Arithmetic has no
+environment to explore and one step an episode, so `questioning*` and `attributing_free` (GiGPO
+needs repeated states) do not apply there and are left out; `all*` take the mechanisms that apply.
+
+Per family and arm: the final training success (mean of the last `--window` steps) and the final
+val pass@1, each as the mean over seeds with a 95% t-interval; the steps until the moving average
+first reaches `--threshold` (per seed); what each LLM role produced (tasks written by exploration,
+lessons stored, steps judged and judge failures); and the run directories (each has `reproduce.json`:
+spec, commit, plugin versions, model hash, seed, device, precision). `ablation.json` and one PNG of
+curves per family go to `--out`.
 
 Each run is `beyondagent run` in a child process (the same code path a user runs). Reported per
 arm: the training success rate (mean over seeds of a moving average over `--window` steps) at
@@ -33,8 +44,9 @@ last line is `success_ratio_vs_grpo: <arm>=X ...` (final success, arm / grpo).
     python benchmarks/self_evolve_ablation.py                    # 3 arms x 3 seeds x 40 steps
     python benchmarks/self_evolve_ablation.py --steps 10 --seeds 1 --arms grpo,gigpo   # a smoke run
     python benchmarks/self_evolve_ablation.py --arms grpo,gigpo --set tasks.train.size=3   # 3x3 maps
-    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --steps 10 --seeds 1
-    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --parallel 5 --set backend.device=cuda
+    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --steps 20 --parallel 9 \
+        --set backend.device=cuda                                   # the whole ablation on one GPU
+    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --scale cpu   # 2 CPU cores
 
 `--parallel N` runs N arms (or seeds) at once, each its own child process: on a GPU a 135M model
 leaves the device mostly idle, so five arms share it at little cost; on 2 CPU cores keep 1.
@@ -46,16 +58,43 @@ import argparse
 import concurrent.futures
 import importlib.util
 import json
+import math
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = ROOT / "examples" / "quickstart.yaml"
-REAL_MODEL_PROFILE = "smollm2"  # the quickstart's settings for a real instruct model
+REAL_MODEL_PROFILE = "smollm2"  # the examples' settings for a real instruct model
+
+
+@dataclass(frozen=True)
+class Family:
+    """A task family: the example spec it trains, its overrides, and whether it has an environment
+    to explore whose states repeat across a group's episodes (questioning and GiGPO need that)."""
+
+    name: str
+    spec: Path
+    overrides: tuple[str, ...]
+    explores: bool
+    title: str
+
+
+TINY_FAMILY = Family("frozenlake2", ROOT / "examples" / "quickstart.yaml", (), True, "FrozenLake 2x2")
+FAMILIES = {
+    "frozenlake": Family("frozenlake", ROOT / "examples" / "quickstart.yaml", ("tasks.train.size=3", "tasks.val.size=3"),
+                         True, "FrozenLake 3x3"),
+    "arithmetic": Family("arithmetic", ROOT / "examples" / "math_arithmetic.yaml",
+                         ("tasks.train.level=2", "tasks.val.level=2"), False, "arithmetic level 2"),
+}
+# `--scale cpu`: what 2 CPU cores run in about an hour (a FrozenLake step of the real model takes them
+# 3-6 minutes; an arithmetic step ~10 s): arithmetic, 8 steps, 3 seeds
+CPU_SCALE = {"families": "arithmetic", "steps": 8, "seeds": 3, "window": 3}
+
+# The tiny model's arms (FrozenLake 2x2): a random model cannot play an LLM role, so no LLM arms.
 ARMS = {
     "grpo": [],
     "gigpo": ["backend.advantage.name=gigpo"],
@@ -68,8 +107,8 @@ ARMS = {
                           "experience.training=hybrid"],
 }
 
-# AgentEvolver's three mechanisms, each a set of overrides on the real-model profile; `all` takes
-# the three. The model is every LLM role (`llm: policy`): nothing outside this machine is asked.
+# AgentEvolver's three mechanisms on a real model, each with an LLM in its helper role (`llm: policy`:
+# the policy itself; `--set llm=...` points every role at another endpoint) and without one.
 QUESTIONING = [
     "llm=policy",
     "explore.name=random", "explore.mode=llm", "explore.n=1", "explore.workers=4", "explore.max_explore_step=6",
@@ -81,8 +120,20 @@ QUESTIONING = [
     "synthetic_reward={name: llm_judge, mode: binary, k: 1}",
     "mixture={name: ratio, synthetic_ratio: 0.5}",
 ]
+# random walks; the goals the env says were reached become tasks, replayed to check them (hindsight)
+QUESTIONING_FREE = [
+    "explore={name: random, mode: random_actions, max_explore_step: 6, n: 4, workers: 4,"
+    " summarizer: {name: hindsight, max_tasks: 3},"
+    " filters: [{name: dedup, scope: seed}, {name: feasibility, solver: replay}]}",
+    "synthetic_reward={name: env}",
+    "mixture={name: ratio, synthetic_ratio: 0.5}",
+]
 NAVIGATING = ["llm=policy", "experience={name: experience, mode: mixed, ratio: 0.5, k: 3, training: strip,"
               " summarizer: llm}"]
+# successful episodes kept whole and retrieved as worked examples
+NAVIGATING_FREE = ["experience={name: experience, mode: mixed, ratio: 0.5, k: 2, training: strip,"
+                   " summarizer: trajectory}"]
+ATTRIBUTING_FREE = ["backend.advantage.name=gigpo"]
 
 
 def attributing(prm_steps: int) -> list[str]:
@@ -90,9 +141,24 @@ def attributing(prm_steps: int) -> list[str]:
     return ["llm=policy", f"backend.advantage={{name: adca, prm_steps: {prm_steps}, step_reward: 0.2, max_tokens: 160}}"]
 
 
-def real_model_arms(prm_steps: int) -> dict[str, list[str]]:
-    return {"grpo": [], "questioning": QUESTIONING, "navigating": NAVIGATING, "attributing": attributing(prm_steps),
-            "all": [*QUESTIONING, *NAVIGATING, *attributing(prm_steps)]}
+def real_model_arms(family: Family, prm_steps: int) -> dict[str, list[str]]:
+    """The arms that apply to `family` (see the module's docstring for those left out, and why)."""
+    explores = family.explores
+    llm = {"questioning": QUESTIONING if explores else None, "navigating": NAVIGATING,
+           "attributing": attributing(prm_steps)}
+    free = {"questioning": QUESTIONING_FREE if explores else None, "navigating": NAVIGATING_FREE,
+            "attributing": ATTRIBUTING_FREE if explores else None}
+    arms: dict[str, list[str]] = {"grpo": []}
+    for mechanism in ("questioning", "navigating", "attributing"):
+        if llm[mechanism] is not None:
+            arms[mechanism] = llm[mechanism]
+        if free[mechanism] is not None:
+            arms[f"{mechanism}_free"] = free[mechanism]
+    arms["all"] = [override for overrides in llm.values() if overrides for override in overrides]
+    all_free = [override for overrides in free.values() if overrides for override in overrides]
+    if all_free not in arms.values():  # arithmetic: only navigating applies without an LLM
+        arms["all_free"] = all_free
+    return arms
 
 
 def finished_rows(metrics: Path, steps: int) -> list[dict] | None:
@@ -103,26 +169,30 @@ def finished_rows(metrics: Path, steps: int) -> list[dict] | None:
     return rows if rows and rows[-1].get("step") == steps else None
 
 
-def run_arm(arm: str, seed: int, steps: int, out: Path, extra: list[str], arms: dict[str, list[str]],
-            profile: list[str], resume: bool = False) -> list[dict]:
-    if resume and (rows := finished_rows(out / f"{arm}-{seed}" / "metrics.jsonl", steps)):
-        print(f"  {arm:<10} seed {seed}: finished before, read from {out / f'{arm}-{seed}'}", flush=True)
-        return read_rows(out / f"{arm}-{seed}" / "metrics.jsonl")
-    overrides = [*extra, *arms[arm], f"run.seed={seed}", f"run.name={arm}-{seed}", f"run.output_dir={out}",
-                 f"backend.total_steps={steps}", "backend.eval_every=0", "backend.save_every=0", "backend.report=false"]
+def run_arm(family: Family, arm: str, seed: int, steps: int, out: Path, extra: list[str],
+            arms: dict[str, list[str]], profile: list[str], resume: bool = False) -> Path:
+    """One run of `arm` on `family` with `seed`, in a child process; its run directory."""
+    name = f"{family.name}-{arm}-{seed}"
+    run_dir = out / name
+    if resume and finished_rows(run_dir / "metrics.jsonl", steps):
+        print(f"  {name:<32} finished before, read from {run_dir}", flush=True)
+        return run_dir
+    overrides = [*family.overrides, *extra, *arms[arm], f"run.seed={seed}", f"run.name={name}",
+                 f"run.output_dir={out}", f"backend.total_steps={steps}", "backend.eval_every=0",
+                 "backend.save_every=0", "backend.report=false"]
     if any(override.startswith("experience") for override in arms[arm]):
-        overrides.append(f"experience.path={out / f'{arm}-{seed}-lessons.sqlite'}")  # each run its own lessons
+        overrides.append(f"experience.path={out / f'{name}-lessons.sqlite'}")  # each run its own lessons
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(SPEC), *profile, *overrides],
-                          cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(family.spec), *profile,
+                           *overrides], cwd=ROOT, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise SystemExit(f"{arm} seed {seed} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-    print(f"  {arm:<10} seed {seed}: {time.perf_counter() - started:6.1f} s", flush=True)
-    return read_rows(out / f"{arm}-{seed}" / "metrics.jsonl")
+        raise SystemExit(f"{name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    print(f"  {name:<32} {time.perf_counter() - started:6.1f} s", flush=True)
+    return run_dir
 
 
 def read_rows(metrics: Path) -> list[dict]:
-    return [json.loads(line) for line in metrics.read_text().splitlines()]
+    return [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
 
 
 def moving_average(values: list[float], window: int) -> list[float]:
@@ -133,94 +203,174 @@ def first_reaching(curve: list[float], threshold: float) -> int | None:
     return next((step + 1 for step, value in enumerate(curve) if value >= threshold), None)
 
 
+# two-sided 95% t quantiles by degrees of freedom (3 seeds: 4.30, so an interval is wide: honest)
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def interval(values: list[float]) -> tuple[float, float | None]:
+    """The mean and the half-width of its 95% t-interval (None for one value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    return mean, T_975.get(len(values) - 1, 1.96) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def shown(mean_width: tuple[float, float | None]) -> str:
+    mean, width = mean_width
+    return f"{mean:.3f}" if width is None else f"{mean:.3f} ± {width:.3f}"
+
+
+def roles(run_dir: Path, rows: list[dict]) -> dict[str, float]:
+    """What the run's helper roles produced: tasks written by exploration, lessons (or kept
+    trajectories) stored, steps judged and judge failures, groups the judge left to GRPO."""
+    out: dict[str, float] = {}
+    events = run_dir / "events.jsonl"
+    if events.is_file():
+        for line in events.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "explore.finished":
+                out["tasks_written"] = out.get("tasks_written", 0) + float(event.get("tasks") or 0)
+                out["explorations"] = out.get("explorations", 0) + float(event.get("explorations") or 0)
+    for metric, name in (("experience/added", "lessons_stored"), ("advantage/judged", "steps_judged"),
+                         ("advantage/judge_failures", "judge_failures"),
+                         ("advantage/fallback_groups", "groups_left_to_grpo")):
+        values = [row[metric] for row in rows if isinstance(row.get(metric), int | float)]
+        if values:
+            out[name] = float(sum(values))
+    return out
+
+
+def summarize(family: Family, arm: str, run_dirs: list[Path], args: argparse.Namespace) -> dict:
+    """One table row: the arm's seeds, their curves and what reproduces them."""
+    train, val, reach, produced = [], [], [], []
+    curves = []
+    for run_dir in run_dirs:
+        rows = read_rows(run_dir / "metrics.jsonl")
+        success = [row["train/success_rate"] for row in rows if "train/success_rate" in row]
+        curve = moving_average(success, args.window)
+        curves.append(curve)
+        train.append(statistics.fmean(success[-args.window:]))
+        vals = [row["val/pass@1"] for row in rows if "val/pass@1" in row]
+        val.append(vals)
+        reach.append(first_reaching(curve, args.threshold))
+        produced.append(roles(run_dir, rows))
+    keys = sorted({key for counts in produced for key in counts})
+    return {"family": family.name, "arm": arm, "seeds": len(run_dirs),
+            "train_success": interval(train), "train_success_per_seed": train,
+            "val_before": interval([v[0] for v in val if v]) if all(val) else None,
+            "val_after": interval([v[-1] for v in val if v]) if all(val) else None,
+            "steps_to_threshold": reach,
+            "roles": {key: sum(counts.get(key, 0.0) for counts in produced) for key in keys},
+            "curve": [statistics.fmean(step) for step in zip(*curves)],
+            "runs": [str(run_dir) for run_dir in run_dirs]}
+
+
+def print_table(family: Family, rows: list[dict], args: argparse.Namespace) -> None:
+    print(f"\n{family.title}: {args.seeds} seed(s) x {args.steps} steps, model {args.model}; train success = mean of "
+          f"the last {args.window} steps, val = pass@1 before -> after; ± a 95% t-interval over seeds")
+    print(f"{'arm':<18}{'train success':>18}{'val before':>18}{'val after':>18}  {'to ' + str(args.threshold):<12}roles")
+    base = rows[0]["train_success"][0]
+    for row in rows:
+        reach = "/".join(str(r) if r else "-" for r in row["steps_to_threshold"])
+        val_before = shown(row["val_before"]) if row["val_before"] else "-"
+        val_after = shown(row["val_after"]) if row["val_after"] else "-"
+        made = ", ".join(f"{k} {v:g}" for k, v in row["roles"].items()) or "-"
+        print(f"{row['arm']:<18}{shown(row['train_success']):>18}{val_before:>18}{val_after:>18}  {reach:<12}{made}")
+    print("runs: " + "; ".join(f"{row['arm']}: {', '.join(Path(r).name for r in row['runs'])}" for row in rows))
+    ratios = " ".join(f"{row['arm']}={row['train_success'][0] / base if base else float('nan'):.2f}" for row in rows[1:])
+    print(f"success_ratio_vs_grpo ({family.name}): {ratios}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--arms", default="grpo,gigpo,experience")
+    parser.add_argument("--arms", default=None, help="comma-separated (default: every arm that applies)")
+    parser.add_argument("--families", default=None,
+                        help=f"real model: comma-separated of {', '.join(FAMILIES)} (default: both)")
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a spec override for every arm, e.g. --set tasks.train.size=3 (repeatable)")
+                        help="a spec override for every arm, e.g. --set backend.device=cuda (repeatable)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the runs in --out that finished all their steps (an ablation run in parts)")
     parser.add_argument("--model", default="tiny",
                         help="tiny (the default arms) or a real model: a known name such as smollm2-135m-instruct or "
-                             "a checkpoint path (AgentEvolver's arms on the quickstart's smollm2 profile)")
+                             "a checkpoint path (AgentEvolver's arms on the examples' smollm2 profiles)")
+    parser.add_argument("--scale", choices=["cpu"], default=None,
+                        help=f"cpu: the real-model ablation sized for 2 CPU cores ({CPU_SCALE})")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs at once, each in its own child process (default 1: one after another)")
     parser.add_argument("--prm-steps", type=int, default=None,
-                        help="real model: steps the attributing arm asks the judge (default: all of them)")
+                        help="real model: steps the attributing arms ask the judge (default: all of them)")
     args = parser.parse_args()
     real = args.model != "tiny"
-    arm_table = real_model_arms(args.prm_steps or args.steps) if real else ARMS
+    if args.scale == "cpu":
+        for key, value in CPU_SCALE.items():
+            if getattr(args, key) in (None, parser.get_default(key)):
+                setattr(args, key, value)
+    families = ([FAMILIES[name] for name in (args.families or ",".join(FAMILIES)).split(",") if name]
+                if real else [TINY_FAMILY])
     profile = ["--profile", REAL_MODEL_PROFILE, f"model.path={args.model}"] if real else []
-    if args.arms == parser.get_default("arms") and real:
-        args.arms = ",".join(arm_table)
-    arms = [arm.strip() for arm in args.arms.split(",") if arm.strip()]
-    unknown = [arm for arm in arms if arm not in arm_table]
-    if unknown:
-        raise SystemExit(f"unknown arm(s) {', '.join(unknown)} for {'a real model' if real else 'tiny'}: "
-                         f"pick from {', '.join(arm_table)}")
-    if importlib.util.find_spec("beyondagent_plugin_experience") is None:
-        left_out = [arm for arm in arms if any(override.startswith("experience") for override in arm_table[arm])]
-        if left_out:
-            print(f"beyondagent-plugin-experience is not installed: {', '.join(left_out)} left out")
-        arms = [arm for arm in arms if arm not in left_out]
-    if arms[0] != "grpo":
-        raise SystemExit("--arms must start with grpo: every ratio is against it")
+    plan: dict[str, tuple[Family, dict[str, list[str]], list[str]]] = {}
+    for family in families:
+        table = real_model_arms(family, args.prm_steps or args.steps) if real else ARMS
+        wanted = [arm.strip() for arm in (args.arms or ",".join(table if real else ["grpo", "gigpo", "experience"]))
+                  .split(",") if arm.strip()]
+        unknown = [arm for arm in wanted if arm not in table and not (real and arm in real_model_arms(FAMILIES["frozenlake"], 1))]
+        if unknown:
+            raise SystemExit(f"unknown arm(s) {', '.join(unknown)}: pick from {', '.join(table)}")
+        left = [arm for arm in wanted if arm not in table]
+        if left:
+            print(f"{family.title}: {', '.join(left)} left out (no environment to explore, one step an episode)")
+        arms = [arm for arm in wanted if arm in table]
+        if importlib.util.find_spec("beyondagent_plugin_experience") is None:
+            missing = [arm for arm in arms if any(o.startswith("experience") for o in table[arm])]
+            if missing:
+                print(f"beyondagent-plugin-experience is not installed: {', '.join(missing)} left out")
+            arms = [arm for arm in arms if arm not in missing]
+        if not arms or arms[0] != "grpo":
+            raise SystemExit("--arms must start with grpo: every ratio is against it")
+        plan[family.name] = (family, table, arms)
     out = args.out or Path(tempfile.mkdtemp(prefix="ablation-"))
-    print(f"{len(arms)} arms x {args.seeds} seeds x {args.steps} steps, model {args.model}; runs in {out}")
-
-    curves: dict[str, list[float]] = {}
-    validations: dict[str, list[list[float]]] = {}  # per arm and seed: val pass@1 before training .. after
-    # arms interleaved per seed: a drifting machine hits each alike
-    runs = [(arm, seed) for seed in range(args.seeds) for arm in arms]
+    runs = [(family, table, arm, seed) for family, table, arms in plan.values() for seed in range(args.seeds)
+            for arm in arms]  # arms interleaved per seed: a drifting machine hits each alike
+    print(f"{len(runs)} runs ({', '.join(f'{f.title}: {len(a)} arms' for f, _, a in plan.values())}) x "
+          f"{args.steps} steps, model {args.model}; runs in {out}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run_arm, arm, seed, args.steps, out, args.set, arm_table, profile, args.resume)
-                   for arm, seed in runs]
-        results = [future.result() for future in futures]
-    for (arm, seed), all_rows in zip(runs, results):
-        rows = [row for row in all_rows if "train/success_rate" in row]
-        validations.setdefault(arm, []).append([row["val/pass@1"] for row in all_rows if "val/pass@1" in row])
-        curves.setdefault(arm, [0.0] * args.steps)
-        smooth = moving_average([row["train/success_rate"] for row in rows], args.window)
-        curves[arm] = [a + b / args.seeds for a, b in zip(curves[arm], smooth)]
-
-    marks = sorted({max(1, args.steps * k // 4) for k in range(1, 5)})
-    print(f"\ntraining success (moving average over {args.window} steps, mean of {args.seeds} seeds)")
-    print(f"{'arm':<12}" + "".join(f"{'step ' + str(m):>10}" for m in marks) + f"{'to ' + str(args.threshold):>10}")
-    reach = {arm: first_reaching(curve, args.threshold) for arm, curve in curves.items()}
-    for arm, curve in curves.items():
-        print(f"{arm:<12}" + "".join(f"{curve[m - 1]:>10.3f}" for m in marks) + f"{str(reach[arm] or '-'):>10}")
-    base = curves["grpo"]
-    print("\nratios to grpo (success at each mark; steps to threshold: grpo / arm, > 1 is faster)")
-    for arm in arms[1:]:
-        ratios = [curves[arm][m - 1] / base[m - 1] if base[m - 1] else float("nan") for m in marks]
-        speed = reach["grpo"] / reach[arm] if reach["grpo"] and reach[arm] else float("nan")
-        print(f"{arm:<12}" + "".join(f"{r:>10.2f}" for r in ratios) + f"{speed:>10.2f}")
-    print("\nvalidation pass@1 (the spec's val split and val_temperature), before -> after training, per seed")
-    for arm, per_seed in validations.items():
-        print(f"{arm:<12}" + "  ".join(f"{v[0]:.3f} -> {v[-1]:.3f}" if v else "-" for v in per_seed))
-    plot(curves, out / "self_evolve_ablation.png", args)
-    final = " ".join(f"{arm}={curves[arm][-1] / base[-1] if base[-1] else float('nan'):.2f}" for arm in arms[1:])
-    print(f"success_ratio_vs_grpo: {final}")
+        futures = [pool.submit(run_arm, family, arm, seed, args.steps, out, args.set, table, profile, args.resume)
+                   for family, table, arm, seed in runs]
+        run_dirs = [future.result() for future in futures]
+    summary = []
+    for family, _, arms in plan.values():
+        rows = [summarize(family, arm, [d for (f, _, a, _), d in zip(runs, run_dirs) if f is family and a == arm],
+                          args) for arm in arms]
+        print_table(family, rows, args)
+        plot(family, rows, out / f"self_evolve_ablation_{family.name}.png", args)
+        summary += rows
+    (out / "ablation.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                   "rows": summary}, indent=2) + "\n")
+    print(f"summary: {out / 'ablation.json'}")
 
 
-def plot(curves: dict[str, list[float]], path: Path, args: argparse.Namespace) -> None:
+def plot(family: Family, rows: list[dict], path: Path, args: argparse.Namespace) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
-    for arm, curve in curves.items():
-        axes.plot(range(1, len(curve) + 1), curve, label=arm)
+    for row in rows:
+        style = "--" if row["arm"].endswith("_free") else "-"
+        axes.plot(range(1, len(row["curve"]) + 1), row["curve"], style, label=row["arm"])
     axes.axhline(args.threshold, color="grey", linestyle=":", linewidth=1)
-    axes.set(xlabel="training step", ylabel=f"success (moving avg {args.window}, {args.seeds} seeds)",
-             title=f"FrozenLake 2x2, {args.model}", ylim=(0, 1))
-    axes.legend()
+    axes.set(xlabel="training step", ylabel=f"train success (moving avg {args.window}, mean of {args.seeds} seeds)",
+             title=f"{family.title}, {args.model}", ylim=(0, 1))
+    axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     print(f"plot: {path}")

@@ -1,7 +1,8 @@
 """The run directory: `<output_dir>/<run name>/` and the files that explain a run.
 
 `spec.resolved.yaml` (secrets redacted), `plugins.json` (which plugin provided each
-component, and every plugin's state) and `events.jsonl`; the backend adds its own files.
+component, and every plugin's state), `reproduce.json` (what runs it again: `reproduce.py`) and
+`events.jsonl`; the backend adds its own files.
 `--resume` continues in place.
 """
 
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from beyondagent_core import reproduce
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.plugins import PluginManager
@@ -40,6 +42,7 @@ def create_run_dir(spec: Spec, manager: PluginManager, *, resume: bool = False) 
         (run_dir / "plugins.json").write_text(
             json.dumps(provenance(spec, manager), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
+        reproduce.write(run_dir, seed=spec.run.seed, packages=packages(manager), resume=resume)
     except OSError as exc:  # output_dir is a file, read-only, on a full disk...
         raise SpecError(f"cannot write the run directory {run_dir}: {exc.strerror or exc}",
                         where=f"{spec.path}, keys run.output_dir and run.name",
@@ -62,3 +65,18 @@ def provenance(spec: Spec, manager: PluginManager) -> dict[str, Any]:
             "version": plugin.version,
         }
     return {"components": components, "plugins": [record.to_json() for record in manager.records.values()]}
+
+
+def packages(manager: PluginManager) -> dict[str, str | None]:
+    """Every BeyondAgent distribution loaded (the core and each plugin's) and its version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    try:
+        out["beyondagent"] = version("beyondagent")
+    except PackageNotFoundError:
+        out["beyondagent"] = None
+    for record in manager.records.values():
+        if record.distribution:
+            out[record.distribution] = record.version
+    return out

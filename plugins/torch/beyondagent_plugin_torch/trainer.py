@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import torch
 
-from beyondagent_core import metric_names
+from beyondagent_core import metric_names, reproduce
 from beyondagent_core.advantages import (
     AdvantageBatch,
     AdvantageError,
@@ -93,6 +93,7 @@ from beyondagent_plugin_torch.models import (
     load_policy,
     resolve_attention,
     resolve_device,
+    resolve_model_path,
 )
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.precision import RolloutWeights, resolve_precision
@@ -222,6 +223,10 @@ class Trainer:
         self.model, self.tokenizer = self._load_policy(spec.model.path, tokenizer=spec.model.tokenizer,
                                                        where=f"{spec.path}, key model.path")
         log.info("train.precision", precision=self.precision.describe())
+        reproduce.add(run.run_dir, backend="torch", device=str(device), torch=torch.__version__,
+                      precision={"compute": str(self.precision.compute).removeprefix("torch."),
+                                 "params": str(self.precision.params).removeprefix("torch.")},
+                      model={"spec": spec.model.path, **reproduce.model_digest(resolve_model_path(spec.model.path))})
         self.lora = spec.model.lora
         if self.lora is not None:  # adapters only: the base weights stay frozen (lora.py)
             self.model = with_adapters(self.model, self.lora, seed=run.info.seed, where=f"{spec.path}, key model.lora")

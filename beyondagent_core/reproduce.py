@@ -1,0 +1,93 @@
+"""`reproduce.json` in a run directory: what it takes to run it again the same way.
+
+The core writes, when the run directory is made: the command line, the spec as run
+(`spec.resolved.yaml`, secrets redacted), the project's commit (and whether the checkout had
+uncommitted changes), every BeyondAgent distribution's version, python's version and the seed.
+The backend adds what only it resolves (`add`): the device, the precision (compute and parameter
+dtypes) and the model it loaded — its directory and a sha256 over its files (`model_digest`). A
+resumed run keeps each earlier record under `earlier`. A results table names run directories;
+this file is how a reader checks one (docs/self-evolve.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from beyondagent_core.logs import get_logger
+
+log = get_logger(__name__)
+
+REPRODUCE_FILE = "reproduce.json"
+# a model directory's files that make its behaviour: weights, config, tokenizer, chat template
+MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt", ".json", ".model", ".txt", ".jinja")
+
+
+def project_commit(start: Path | None = None) -> dict[str, Any]:
+    """The git commit of the checkout this code runs from, and whether tracked files differ from it;
+    `{"commit": None}` for an installed wheel (no checkout) or without git."""
+    here = (start or Path(__file__)).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None}
+    return {"commit": commit, "uncommitted_changes": bool(status.strip())}
+
+
+def model_digest(directory: str | Path) -> dict[str, Any]:
+    """The model's directory, its files (those of `MODEL_FILES`) and one sha256 over their names and
+    contents, in name order: the same digest means the same model."""
+    root = Path(directory)
+    if not root.is_dir():  # a hub id or a single file: named, not hashed
+        return {"path": str(directory), "sha256": None}
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in MODEL_FILES)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return {"path": str(root.resolve()), "files": len(files), "bytes": sum(p.stat().st_size for p in files),
+            "sha256": digest.hexdigest()}
+
+
+def write(run_dir: Path, *, seed: int, packages: dict[str, str | None], resume: bool = False) -> Path:
+    """The core's part of `reproduce.json` (a resumed run keeps the earlier records under `earlier`)."""
+    path = Path(run_dir) / REPRODUCE_FILE
+    earlier: list[dict[str, Any]] = []
+    if resume and path.is_file():
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            earlier = [*previous.pop("earlier", []), previous]
+        except (OSError, ValueError):
+            earlier = []
+    record = {"command": [Path(sys.argv[0]).name, *sys.argv[1:]], "spec": "spec.resolved.yaml",
+              "project": project_commit(), "packages": dict(sorted(packages.items())),
+              "python": platform.python_version(), "seed": seed}
+    if earlier:
+        record["earlier"] = earlier
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def add(run_dir: Path, **fields: Any) -> None:
+    """The backend's part (device, precision, model, ...), merged into `reproduce.json`; a run
+    directory without one (a run the core did not start) gets nothing, and a write that fails is
+    logged, never fatal."""
+    path = Path(run_dir) / REPRODUCE_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        record.update(fields)
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError) as exc:
+        log.warning("reproduce.not_written", path=str(path), error=str(exc))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from beyondagent_core.logs import get_logger
+from beyondagent_core.secrets import MASK, is_secret_key, redact
 
 log = get_logger(__name__)
 
@@ -59,6 +60,16 @@ def model_digest(directory: str | Path) -> dict[str, Any]:
             "sha256": digest.hexdigest()}
 
 
+def command_line(argv: list[str]) -> list[str]:
+    """The command as run, with a secret given on it masked: a `key=value` override whose last key
+    looks secret (`llm.api_key=...`), and anything the log masks (a token's shape, a known secret)."""
+    out = [Path(argv[0]).name] if argv else []
+    for arg in argv[1:]:
+        key, sep, _ = arg.partition("=")
+        out.append(f"{key}={MASK}" if sep and is_secret_key(key.rsplit(".", 1)[-1]) else redact(arg))
+    return out
+
+
 def write(run_dir: Path, *, seed: int, packages: dict[str, str | None], resume: bool = False) -> Path:
     """The core's part of `reproduce.json` (a resumed run keeps the earlier records under `earlier`)."""
     path = Path(run_dir) / REPRODUCE_FILE
@@ -69,7 +80,7 @@ def write(run_dir: Path, *, seed: int, packages: dict[str, str | None], resume: 
             earlier = [*previous.pop("earlier", []), previous]
         except (OSError, ValueError):
             earlier = []
-    record = {"command": [Path(sys.argv[0]).name, *sys.argv[1:]], "spec": "spec.resolved.yaml",
+    record = {"command": command_line(sys.argv), "spec": "spec.resolved.yaml",
               "project": project_commit(), "packages": dict(sorted(packages.items())),
               "python": platform.python_version(), "seed": seed}
     if earlier:
@@ -91,3 +102,14 @@ def add(run_dir: Path, **fields: Any) -> None:
         return
     except (OSError, ValueError) as exc:
         log.warning("reproduce.not_written", path=str(path), error=str(exc))
+
+
+def add_launched(run_dir: Path, spec: Any, *, backend: str, device: str) -> None:
+    """`add` for a backend that launches another framework (verl, trinity): its device, the precision
+    the core's rules give it (`beyondagent_core.precision`), and the model as the spec names it (hashed
+    when it is a directory here)."""
+    from beyondagent_core.precision import resolve
+
+    precision = resolve(spec.model, gpu=device == "cuda", where=str(spec.path or "the spec"))
+    add(run_dir, backend=backend, device=device, precision={"compute": precision.compute, "params": precision.params},
+        model={"spec": spec.model.path, **model_digest(spec.model.path)})

@@ -271,9 +271,10 @@ def test_a_full_run_writes_an_explainable_run_dir(inline, data, run_spec, monkey
     assert inline.seen_keys == [SECRET]  # the component got the real value...
 
     # ...but nothing in the run directory holds it.
-    for name in ("spec.resolved.yaml", "events.jsonl", "plugins.json"):
+    for name in ("spec.resolved.yaml", "events.jsonl", "plugins.json", "reproduce.json"):
         text = (run_dir / name).read_text(encoding="utf-8")
         assert SECRET not in text and "literal-tok-123" not in text, name
+    assert json.loads((run_dir / "reproduce.json").read_text(encoding="utf-8"))["seed"] == 3
     resolved = yaml.safe_load((run_dir / "spec.resolved.yaml").read_text(encoding="utf-8"))
     assert resolved["mixture"] == {"name": "rotate", "api_key": "***", "token": "***", "rotate": True}
     assert resolved["backend"] == {"name": "export", "format": "jsonl", "epochs": 2, "dir": "data"}

@@ -104,6 +104,10 @@ class GatewayEpisode:
         self.posted_reward: Reward | None = None
         self.refused_reward: str | None = None  # why a reward the agent posted was refused
         self.closed = False
+        # checks each request's messages before the model sees them (the `agent` workflow sets the task's
+        # `runtime.answer_leaks` guard); `leak` keeps what it found, for the episode's error
+        self.prompt_guard: Any = None
+        self.leak: Exception | None = None
         self._call_ids = itertools.count()
         self._started = 0
         self._in_flight = 0
@@ -152,6 +156,12 @@ class GatewayEpisode:
         if self._started >= self.max_calls:
             raise ApiError(429, f"this episode made {self.max_calls} model calls, its limit (workflow.max_calls)",
                            code="too_many_calls")
+        if self.prompt_guard is not None:
+            try:
+                self.prompt_guard.check(request.messages)
+            except Exception as leak:  # noqa: BLE001 - the guard's AnswerLeak, said to the agent as a 400
+                self.leak = leak
+                raise ApiError(400, str(leak), param="messages", code="answer_leak") from None
         self._started += 1
         self._in_flight += 1
         try:

@@ -41,6 +41,7 @@ import attrs
 from beyondagent_core.checks import MAX_SECONDS, MAX_TURNS, MISSING, SECONDS_WHY, TURNS_WHY, number
 from beyondagent_core.gateway.api import MAX_N, REWARD_LIMIT, reward_score
 from beyondagent_core.protocols import AsyncEnv, ChatLLM
+from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
 from beyondagent_core.types import Reward, Task, Trajectory
 
 
@@ -129,6 +130,7 @@ class AgentWorkflow:
                              f"this LLM ({type(llm).__name__}) does not")
         episode = open_episode(max_calls=self.config.max_calls, max_concurrent_calls=self.config.max_concurrent_calls,
                                max_n=self.config.max_n)
+        episode.prompt_guard = AnswerLeakGuard(task)  # a synthetic task's reference never reaches the model
         gateway = shared_gateway()
         endpoint = gateway.open(episode, asyncio.get_running_loop())
         name = self.config.entrypoint
@@ -145,9 +147,13 @@ class AgentWorkflow:
             raise
         except Exception as exc:
             reason = "the agent raised"
+            if episode.leak is not None:
+                raise episode.leak from None
             raise AgentError(f"agent {name} raised {type(exc).__name__}: {exc}") from exc
         finally:
             gateway.close(endpoint.episode_id, reason)
+        if episode.leak is not None:  # the agent went on after the gateway refused the leaking prompt
+            raise episode.leak
         if not episode.calls:
             raise AgentError(f"agent {name} returned without calling the model: it must send its chat completions "
                              "to the llm_base_url it is given, with the api_key it is given")

@@ -24,6 +24,7 @@ from beyondagent_core.judging import (
 )
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
+from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
 from beyondagent_core.returns import awaited, check_trajectory, class_name
 from beyondagent_core.secrets import redact
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
@@ -49,7 +50,7 @@ class EpisodeRunner:
 
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory:
         started = time.perf_counter()
-        recorder = RecordingLLM(llm)
+        recorder = RecordingLLM(llm, AnswerLeakGuard(task))
         try:
             trajectory = await self._run(task, recorder)
         except asyncio.CancelledError:
@@ -84,13 +85,17 @@ class EpisodeRunner:
 
 
 class RecordingLLM:
-    """The workflow's LLM, remembering the conversation so far: a failed episode keeps its turns."""
+    """The workflow's LLM, remembering the conversation so far: a failed episode keeps its turns. Each
+    prompt is checked first for the task's reference answer (`answer_leaks`: a synthetic task's)."""
 
-    def __init__(self, llm: ChatLLM):
+    def __init__(self, llm: ChatLLM, guard: AnswerLeakGuard | None = None):
         self._llm = llm
+        self._guard = guard
         self._messages: list = []
 
     async def chat(self, messages: Any, **sampling: Any) -> Turn:
+        if self._guard is not None:
+            self._guard.check(messages)
         turn = await self._llm.chat(messages, **sampling)
         self._messages = [*messages, turn]
         return turn

@@ -416,7 +416,7 @@ class Trainer:
                             config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
                             off_policy_clip=off_policy_clip, **lagging)
         with warnings.catch_warnings():  # a step with nothing to learn took no optimizer step: that is fine
-            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\(\)` before")
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
             self.lr_schedule.step()
         self.model.eval()
         check_finite(step, self.model, actor)

@@ -44,8 +44,8 @@ def agents_module(tmp_path: Path, source: str) -> str:
     return str(path)
 
 
-def run_agents(entrypoint: str, *, tokenizer: Any = None, timeout: float = 60, group: int = 2
-               ) -> tuple[list[Any], list[tuple[list[int], list[int]]]]:
+def run_agents(entrypoint: str, *, tokenizer: Any = None, timeout: float = 60, group: int = 2,
+               tasks: list[Task] = TASKS) -> tuple[list[Any], list[tuple[list[int], list[int]]]]:
     """Roll out every task `group` times with the agent; returns the episodes and what the scheduler
     sampled: (prompt ids, sampled ids) of every request."""
     model, tiny = loaded_policy("tiny")
@@ -63,7 +63,7 @@ def run_agents(entrypoint: str, *, tokenizer: Any = None, timeout: float = 60, g
     scheduler.generate = recording
     workflow = AgentWorkflow(AgentConfig(entrypoint=entrypoint, timeout=timeout))
     runner = EpisodeRunner(workflow, make_env=lambda: FrozenLake(FrozenLakeConfig(size=2, max_steps=4)))
-    jobs = [(g, task) for g, task in enumerate(TASKS) for _ in range(group)]
+    jobs = [(g, task) for g, task in enumerate(tasks) for _ in range(group)]
     episodes = asyncio.run(rollout(jobs, runner=runner, scheduler=scheduler, template=template,
                                    sampling=Sampling(1.0, 1.0, 3), max_episode_tokens=512, max_concurrency=4,
                                    seed=(0,)))
@@ -199,6 +199,18 @@ def posts_nan(task, llm_base_url, env, api_key):
 def sends_no_key(task, llm_base_url, env, api_key):
     ask(llm_base_url, "unused")
 
+def sends_the_query(task, llm_base_url, env, api_key):
+    OpenAI(base_url=llm_base_url, api_key=api_key).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": task.query}], max_tokens=2)
+    return 1.0
+
+def swallows_the_refusal(task, llm_base_url, env, api_key):
+    try:
+        sends_the_query(task, llm_base_url, env, api_key)
+    except Exception:
+        ask(llm_base_url, api_key)
+    return 1.0
+
 def takes_no_key(task, llm_base_url, env):
     ask(llm_base_url, "unused")
 
@@ -232,6 +244,25 @@ def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, func
     # why each leaves its group's statistics (advantage/dropped_<reason>)
     reason = "timeout" if function == "hangs" else "error"
     assert [failure_of(e.trajectory, trainable=e.trainable) for e in episodes] == [reason] * len(episodes)
+
+
+@pytest.mark.parametrize("function", ["sends_the_query", "swallows_the_refusal"])
+def test_a_synthetic_tasks_reference_in_an_agents_prompt_is_refused_and_not_trained(tmp_path: Path,
+                                                                                     function: str) -> None:
+    reference = "right, right, down, down"  # what an exploration did: the synthetic task's ground truth
+    leaky = Task(task_id="synthetic/leaky", env="frozenlake", metadata={"size": 2}, origin="synthetic",
+                 query=f"Reach the goal. Reference solution: {reference}.", ground_truth=reference,
+                 seed_task_id="frozenlake/train/0")
+    honest = Task(task_id="synthetic/honest", env="frozenlake", metadata={"size": 2}, origin="synthetic",
+                  query="Reach the goal in four moves.", ground_truth=reference, seed_task_id="frozenlake/train/0")
+    episodes, sampled = run_agents(f"{agents_module(tmp_path, FAILING_AGENTS)}:{function}", group=1,
+                                   tasks=[leaky, honest])
+    leaked, clean = episodes
+    assert (leaked.trajectory.error or "").startswith("AnswerLeak: the prompt of synthetic task synthetic/leaky")
+    assert failure_of(leaked.trajectory, trainable=leaked.trainable) == "error" and not leaked.trainable
+    assert clean.trajectory.error is None and clean.trainable
+    tokenizer = loaded_policy("tiny")[1]
+    assert not any("right, right, down" in tokenizer.decode(prompt) for prompt, _ in sampled)  # never sampled on
 
 
 @pytest.mark.parametrize(("function", "score", "success"), [("returns_reward", 0.25, False),

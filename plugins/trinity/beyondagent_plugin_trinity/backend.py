@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from beyondagent_core import reproduce
 from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.logs import get_logger
@@ -87,6 +88,7 @@ class TrinityBackend:
         run.planned_steps = written.steps  # an interrupted run says "stopped at step 20 of 80"
         files = self._files(run, train_dir=written.train_dir, val_dir=written.val_dir)
         answer = self._compose(run, files, venv)
+        reproduce.add_launched(run.run_dir, run.spec, backend="trinity", device=config.device)
         self._preflight(answer)
         return self._launch(run, Path(answer["config"]), venv, steps=written.steps)
 

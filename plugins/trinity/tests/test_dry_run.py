@@ -112,3 +112,5 @@ def test_a_cpu_run_writes_the_tasksets_then_says_training_needs_gpus(trinity_ven
     assert config["buffer"]["explorer_input"]["tasksets"][0]["path"] == str(trinity_dir / "data" / "train")
     assert config["buffer"]["explorer_input"]["eval_tasksets"][0]["path"] == str(trinity_dir / "data" / "val")
     assert yaml.safe_load((trinity_dir / "spec.yaml").read_text())["backend"]["name"] == "trinity"
+    record = yaml.safe_load((trinity_dir.parent / "reproduce.json").read_text())  # JSON is YAML
+    assert (record["backend"], record["device"], record["precision"]["params"]) == ("trinity", "cuda", "float32")

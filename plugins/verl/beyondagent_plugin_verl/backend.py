@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import yaml
 
+from beyondagent_core import reproduce
 from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.jsonl import append_jsonl
@@ -126,6 +127,7 @@ class VerlBackend:
         files = self._files(run, train_files=(str(written.train),),
                             val_files=(str(written.val),) if written.val else (), val_groups=len(data.val))
         composed = self._compose(run, files, venv)
+        reproduce.add_launched(run.run_dir, run.spec, backend="verl", device=config.device)
         self._preflight(composed)
         if resumed_from is not None:
             log.info("verl.resume", checkpoint_step=resumed_from)

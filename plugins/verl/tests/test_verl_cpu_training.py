@@ -78,6 +78,9 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
     assert (checkpoints / "global_step_1" / "actor").is_dir() and (checkpoints / "global_step_2" / "actor").is_dir()
     records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
     assert sorted({r["step"] for r in records}) == [1, 2] and len(records) == 2 * 2 * 2
+    record = json.loads((run_dir / "reproduce.json").read_text())  # what runs it again, the backend's part too
+    assert (record["backend"], record["device"], record["precision"]) == ("verl", "cpu", {"compute": "float32",
+                                                                                          "params": "float32"})
 
     second = run("--resume", str(spec), "backend.total_steps=3")
     by_step = steps(run_dir)

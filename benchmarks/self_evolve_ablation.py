@@ -12,7 +12,7 @@ torch backend) for `--steps` steps and `--seeds` seeds. With the tiny model (the
 
 With a real model (`--model smollm2-135m-instruct`, or any model path), AgentEvolver's table
 shape on two task families (`--families`), each mechanism with an LLM playing its helper role (the
-policy itself, `llm: policy`, unless `--set llm=...` names a stronger endpoint) and without one:
+policy itself, `llm: policy`, unless `--helper` names a stronger endpoint) and without one:
 
 | arm | questioning | navigating | attributing |
 |---|---|---|---|
@@ -108,7 +108,7 @@ ARMS = {
 }
 
 # AgentEvolver's three mechanisms on a real model, each with an LLM in its helper role (`llm: policy`:
-# the policy itself; `--set llm=...` points every role at another endpoint) and without one.
+# the policy itself; `--helper` points every role at another endpoint) and without one.
 QUESTIONING = [
     "llm=policy",
     "explore.name=random", "explore.mode=llm", "explore.n=1", "explore.workers=4", "explore.max_explore_step=6",
@@ -305,6 +305,10 @@ def main() -> None:
                         help=f"cpu: the real-model ablation sized for 2 CPU cores ({CPU_SCALE})")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs at once, each in its own child process (default 1: one after another)")
+    parser.add_argument("--helper", default=None, metavar="LLM",
+                        help="the LLM roles' model instead of the policy: a spec `llm` block, e.g. '{model: "
+                             "qwen2.5-7b-instruct, base_url: http://127.0.0.1:8000/v1}' (AgentEvolver's setup: a small "
+                             "policy trained while a larger model explores, summarizes and judges)")
     parser.add_argument("--prm-steps", type=int, default=None,
                         help="real model: steps the attributing arms ask the judge (default: all of them)")
     args = parser.parse_args()
@@ -319,6 +323,9 @@ def main() -> None:
     plan: dict[str, tuple[Family, dict[str, list[str]], list[str]]] = {}
     for family in families:
         table = real_model_arms(family, args.prm_steps or args.steps) if real else ARMS
+        if args.helper:  # every LLM role asks the helper
+            table = {arm: [f"llm={args.helper}" if o == "llm=policy" else o for o in overrides]
+                     for arm, overrides in table.items()}
         wanted = [arm.strip() for arm in (args.arms or ",".join(table if real else ["grpo", "gigpo", "experience"]))
                   .split(",") if arm.strip()]
         unknown = [arm for arm in wanted if arm not in table and not (real and arm in real_model_arms(FAMILIES["frozenlake"], 1))]

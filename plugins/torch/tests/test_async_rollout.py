@@ -182,37 +182,39 @@ def test_a_lagging_run_trains_on_the_versions_of_its_schedule(run_spec, test_env
 
 @pytest.mark.beyondagent_plugins("torch", "mixers")
 @pytest.mark.parametrize("mode", ["one_step_off", "sync"])
-def test_slow_env_calls_run_while_the_update_is_in_progress(run_spec, test_envs, tmp_path, monkeypatch,
-                                                            mode) -> None:
-    updates: list[tuple[float, float]] = []
+def test_env_calls_of_the_next_batch_run_before_the_update_ends(run_spec, test_envs, tmp_path, monkeypatch,
+                                                                mode) -> None:
+    """No clock: the order of env steps and updates in one log. one_step_off generates step k+1's batch
+    while step k updates, and the update steps the optimizer only after that batch is generated
+    (`RolloutPipeline.wait_for_generation`), so all of batch k+1's env steps come before update k ends;
+    sync generates batch k+1 only after update k ended."""
     real_update = trainer_module.grpo_update
+    log = torch_test_envs.EVENT_LOG
 
-    def timed_update(*args, **kwargs):
-        import time
-
-        started = time.perf_counter()
+    def logged_update(*args, **kwargs):
+        log.append("update start")
         try:
             return real_update(*args, **kwargs)
         finally:
-            updates.append((started, time.perf_counter()))
+            log.append("update end")
 
-    monkeypatch.setattr(trainer_module, "grpo_update", timed_update)
-    torch_test_envs.SLOW_STEP_TIMES.clear()
+    monkeypatch.setattr(trainer_module, "grpo_update", logged_update)
+    log.clear()
     spec = word_game_spec(tmp_path, total_steps=3, rollout_mode=mode, micro_batch_size=2)
-    spec["env"] = {"name": "slow_word_game", "turns": 2, "step_seconds": 0.05}
+    spec["env"] = {"name": "logged_word_game", "turns": 2}
     spec["workflow"]["max_turns"] = 2
     spec["tasks"].pop("val")
     run_spec(spec)
-    assert len(updates) == 3
-    steps = list(torch_test_envs.SLOW_STEP_TIMES)
-    assert len(steps) == 3 * 4 * 8 * 2  # 3 steps of 4 tasks x 8 rollouts x 2 turns
-    overlapping = [(s, e) for s, e in steps if any(us < s and e < ue for us, ue in updates)]
-    if mode == "sync":  # the control: a step's env calls all end before its update starts
-        assert not overlapping
-        return
-    # the next step's env calls ran inside updates (each update but the last has a batch to overlap)
-    for us, ue in updates[:-1]:
-        assert any(us < s and e < ue for s, e in steps), (us, ue)
+    per_batch = 4 * 8 * 2  # 4 tasks x 8 rollouts x 2 turns
+    assert log.count("env") == 3 * per_batch and log.count("update end") == 3
+    ends = [i for i, event in enumerate(log) if event == "update end"]
+    starts = [i for i, event in enumerate(log) if event == "update start"]
+    for k, (start, end) in enumerate(zip(starts, ends), start=1):
+        before_start, before_end = log[:start].count("env"), log[:end].count("env")
+        if mode == "sync":  # the control: batch k only, all of it before update k; none during it
+            assert (before_start, before_end) == (k * per_batch, k * per_batch), k
+        elif k < 3:  # batch k+1 ran while update k was in progress: done before it ended
+            assert before_end == (k + 1) * per_batch, (k, before_start, before_end)
 
 
 # ----------------------------------------------------------------------------------------------- resume

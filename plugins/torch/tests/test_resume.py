@@ -48,16 +48,26 @@ def finish(process: subprocess.Popen) -> None:
 
 
 def kill_after_checkpoint(spec: Path, run_dir: Path, *, step: int = 2, last: int = 4) -> None:
-    """Start `spec`, SIGKILL it once the checkpoint of `step` is written, before step `last` is saved."""
-    process = start(spec)
+    """Start `spec`, SIGKILL it once the checkpoint of `step` is written: the run holds there until
+    killed (run_spec_with_test_envs.py --hold-after-checkpoint), so step `last` is never saved."""
+    process = start(spec, f"--hold-after-checkpoint={step}")
+    try:
+        _wait_for(run_dir / "held-after-checkpoint", process)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert (run_dir / "checkpoints" / f"step_{step:06d}" / "state.json").exists()
+    assert not (run_dir / "checkpoints" / f"step_{last:06d}").exists()
+    (run_dir / "held-after-checkpoint").unlink()
+
+
+def _wait_for(marker: Path, process: subprocess.Popen) -> None:
+    """Until `marker` exists (the run is held), failing if the run ends first or takes past 300 s."""
     deadline = time.monotonic() + 300
-    while not (run_dir / "checkpoints" / f"step_{step:06d}" / "state.json").exists():
+    while not marker.exists():
         assert process.poll() is None, process.stderr.read()[-3000:]
-        assert time.monotonic() < deadline, "no checkpoint after 300 s"
+        assert time.monotonic() < deadline, f"{marker.name} not written after 300 s"
         time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (run_dir / "checkpoints" / f"step_{last:06d}").exists(), "the run finished before it was killed"
 
 
 def by_step(run_dir: Path) -> dict[int, dict]:

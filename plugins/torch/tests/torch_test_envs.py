@@ -7,7 +7,6 @@ game whose reward a tiny random model can learn, and a counting game for multi-t
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ TARGET_WORDS = ("left", "right", "up", "down")
 class WordGameConfig:
     turns: int = 1
     system: bool = True  # without it, a chat template may add its own default system prompt
-    step_seconds: float = 0.0  # `slow_word_game`: each step sleeps this long
 
 
 class WordGame:
@@ -63,22 +61,18 @@ class BrokenObservation(WordGame):
         return EnvStep(observation=[{"role": "user", "content": 42}], reward=0.0, terminated=False)
 
 
-# (start, end) of every `slow_word_game` step, in time.perf_counter() seconds: what ran when.
-SLOW_STEP_TIMES: list[tuple[float, float]] = []
+# What ran in which order: "env" for every `logged_word_game` step, and what a test adds (an update's
+# start and end): the order the code's own waits guarantee, read without any clock.
+EVENT_LOG: list[str] = []
 
 
-class SlowWordGame(WordGame):
-    """The word game whose every step sleeps `step_seconds` and records when it ran (SLOW_STEP_TIMES)."""
-
-    def __init__(self, config: WordGameConfig):
-        super().__init__(config)
-        self.step_seconds = config.step_seconds
+class LoggedWordGame(WordGame):
+    """The word game that logs each step it finished (EVENT_LOG)."""
 
     def step(self, action: dict[str, Any]) -> EnvStep:
-        started = time.perf_counter()
-        time.sleep(self.step_seconds)
-        SLOW_STEP_TIMES.append((started, time.perf_counter()))
-        return super().step(action)
+        result = super().step(action)
+        EVENT_LOG.append("env")  # list.append is atomic: rollout threads and the trainer share the log
+        return result
 
 
 class EnvsForTests:
@@ -87,7 +81,7 @@ class EnvsForTests:
         return [
             EnvSpec(name="word_game", factory=WordGame, config_cls=WordGameConfig),
             EnvSpec(name="broken_observation", factory=BrokenObservation, config_cls=WordGameConfig),
-            EnvSpec(name="slow_word_game", factory=SlowWordGame, config_cls=WordGameConfig),
+            EnvSpec(name="logged_word_game", factory=LoggedWordGame, config_cls=WordGameConfig),
         ]
 
 

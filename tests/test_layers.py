@@ -1,5 +1,5 @@
 """The core's layering, checked from its source: the contract imports nothing of the implementation,
-no module of the core takes part in an import cycle (TYPE_CHECKING and function-level imports
+no module of the core or of a plugin takes part in an import cycle (TYPE_CHECKING and function-level imports
 count too: they are how the 22-module cycle through `plugins.py` -> `builtin.py` hid), and what
 the core ships asks no LLM: the LLM-based synthesis and judging (the `llm` summarizer, the
 feasibility filter's LLM solver, `llm_judge`) live in `plugins/llm`, which the core never imports.
@@ -23,20 +23,21 @@ NO_LLM = ("beyondagent_core.builtin", "beyondagent_core.synthesis", "beyondagent
 PLUGINS = CORE.parent / "plugins"
 
 
-def modules() -> dict[str, Path]:
+def modules(package: Path = CORE) -> dict[str, Path]:
     found = {}
-    for path in CORE.rglob("*.py"):
-        name = ".".join(path.relative_to(CORE.parent).with_suffix("").parts)
+    for path in package.rglob("*.py"):
+        name = ".".join(path.relative_to(package.parent).with_suffix("").parts)
         found[name.removesuffix(".__init__")] = path
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    known = modules()
+def import_graph(package: Path = CORE) -> dict[str, set[str]]:
+    """The modules of `package` (the core, or a plugin's package) and which of them each imports."""
+    known = modules(package)
     graph: dict[str, set[str]] = {name: set() for name in known}
     for name, path in known.items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("beyondagent_core"):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package.name):
                 for alias in node.names:
                     target = f"{node.module}.{alias.name}"
                     graph[name].add(target if target in known else node.module)
@@ -109,6 +110,13 @@ def test_the_contract_imports_only_the_contract() -> None:
 
 def test_the_core_has_no_import_cycle() -> None:
     assert cycles(import_graph()) == []
+
+
+def test_no_plugin_has_an_import_cycle() -> None:
+    packages = sorted(PLUGINS.glob("*/beyondagent_plugin_*"))
+    assert len(packages) >= 15
+    found = {package.name: cycles(import_graph(package)) for package in packages}
+    assert {name: found_cycles for name, found_cycles in found.items() if found_cycles} == {}
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from beyondagent_core.arguments import number
 from beyondagent_core.errors import RunError
+from beyondagent_plugin_bfcl.venv import bfcl_venv
 
 WHERE = "beyondagent bfcl"
 
@@ -53,14 +54,6 @@ def add_bfcl_command(parser: argparse.ArgumentParser) -> Any:
         return 0
 
     return handler
-
-
-def bfcl_venv(*, rebuild: bool = False) -> Any:
-    """The ready BFCL venv (built now if needed, each step printed)."""
-    from beyondagent_core.venvs import ensure_venv_printed
-    from beyondagent_plugin_bfcl.venv import bfcl_recipe
-
-    return ensure_venv_printed(bfcl_recipe(), "BFCL", takes="about two minutes", rebuild=rebuild)
 
 
 def check_command() -> int:

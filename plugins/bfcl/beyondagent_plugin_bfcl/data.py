@@ -48,7 +48,7 @@ def data_dir(explicit: str = "") -> Path:
 
 def venv_data_dir() -> Path:
     """`bfcl_eval/data` inside the plugin's venv (building the venv first when it is missing)."""
-    from beyondagent_plugin_bfcl.commands import bfcl_venv
+    from beyondagent_plugin_bfcl.venv import bfcl_venv
 
     venv = bfcl_venv()
     found = sorted(venv.path.glob("lib/python*/site-packages/bfcl_eval/data"))

@@ -10,6 +10,8 @@ check imports everything the env and the agreement run use, and prints the versi
 
 from __future__ import annotations
 
+from typing import Any
+
 from beyondagent_core.venvs import VenvRecipe
 
 BFCL = "bfcl-eval==2026.3.23"
@@ -42,3 +44,10 @@ def bfcl_recipe() -> VenvRecipe:
         local=["beyondagent", "beyondagent-plugin-bfcl"],
         check=CHECK,
     )
+
+
+def bfcl_venv(*, rebuild: bool = False) -> Any:
+    """The ready BFCL venv (built now if needed, each step printed)."""
+    from beyondagent_core.venvs import ensure_venv_printed
+
+    return ensure_venv_printed(bfcl_recipe(), "BFCL", takes="about two minutes", rebuild=rebuild)

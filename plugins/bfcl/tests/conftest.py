@@ -18,7 +18,7 @@ pytest_plugins = ["beyondagent_core.testing"]
 
 @pytest.fixture(scope="session")
 def bfcl_venv() -> Any:
-    from beyondagent_plugin_bfcl.commands import bfcl_venv as build
+    from beyondagent_plugin_bfcl.venv import bfcl_venv as build
 
     return build()
 

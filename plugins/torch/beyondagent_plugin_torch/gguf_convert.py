@@ -53,7 +53,7 @@ def convert_gguf(gguf: Path, directory: Path, *, source_sha256: str, **facts: ob
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from beyondagent_plugin_torch.models import quiet_progress_bars
+    from beyondagent_plugin_torch.progress_bars import quiet_progress_bars
 
     _require_gguf_reader(gguf)
     try:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from beyondagent_core.errors import SpecError
 from beyondagent_plugin_torch.precision import compute_in, resolve_dtype
+from beyondagent_plugin_torch.progress_bars import quiet_progress_bars
 
 if TYPE_CHECKING:
     import torch
@@ -257,20 +258,6 @@ def hub_offline() -> bool:
 
     flags = (os.environ.get(var, "").strip().upper() for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
     return any(flag in {"1", "ON", "YES", "TRUE"} for flag in flags) or huggingface_hub.is_offline_mode()
-
-
-@contextlib.contextmanager
-def quiet_progress_bars() -> Iterator[None]:
-    """Hide transformers' per-file progress bars ("Loading weights") for a tiny or routine load."""
-    from transformers.utils import logging as hf_logging
-
-    was_enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            hf_logging.enable_progress_bar()
 
 
 def _load_error(loading: str, path: str, where: str, error: BaseException, *, kind: str = "model") -> SpecError:

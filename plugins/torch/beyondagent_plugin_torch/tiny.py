@@ -135,7 +135,7 @@ def build_model(tokenizer: Qwen2Tokenizer) -> Qwen2ForCausalLM:
 
 def build_into(directory: Path) -> None:
     """Write the complete tiny checkpoint (tokenizer, model, manifest) into `directory`."""
-    from beyondagent_plugin_torch.models import quiet_progress_bars
+    from beyondagent_plugin_torch.progress_bars import quiet_progress_bars
 
     tokenizer = build_tokenizer()
     model = build_model(tokenizer)

@@ -17,7 +17,7 @@ from beyondagent_core.records import (
     TaskSourceSpec,
     WorkflowSpec,
 )
-from beyondagent_core.runtime.agent import AgentConfig
+from beyondagent_core.runtime.agent_config import AgentConfig
 from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig

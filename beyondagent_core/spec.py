@@ -57,7 +57,7 @@ from beyondagent_core.checks import (
 from beyondagent_core.episode_records import DEFAULT_EPISODES, check_sampling
 from beyondagent_core.errors import PluginError, SpecError
 from beyondagent_core.experience import ExperienceBlock
-from beyondagent_core.llm import LLMConfig
+from beyondagent_core.llm_config import LLMConfig
 from beyondagent_core.registry import Registration, Registry
 from beyondagent_core.secrets import MASK, is_secret_key, redact_value, remember
 

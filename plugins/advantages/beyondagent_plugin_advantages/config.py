@@ -26,7 +26,7 @@ from beyondagent_core.checks import (
     TOKENS_WHY,
     number,
 )
-from beyondagent_core.llm import LLMConfig
+from beyondagent_core.llm_config import LLMConfig
 
 EPS = 1e-6
 GIGPO_MODES = ("mean_std_norm", "mean_norm")

@@ -21,7 +21,7 @@ from beyondagent_core.checks import (
 )
 
 COSINE_WHY = "meaning: a cosine similarity is from -1 to 1"
-from beyondagent_core.llm import LLMConfig
+from beyondagent_core.llm_config import LLMConfig
 
 SUMMARIZERS = ("hindsight", "llm", "trajectory")
 RANKINGS = ("vector", "hybrid")

@@ -209,8 +209,8 @@ def test_env_calls_of_the_next_batch_run_before_the_update_ends(run_spec, test_e
     assert log.count("env") == 3 * per_batch and log.count("update end") == 3
     ends = [i for i, event in enumerate(log) if event == "update end"]
     starts = [i for i, event in enumerate(log) if event == "update start"]
-    for k, (start, end) in enumerate(zip(starts, ends), start=1):
-        before_start, before_end = log[:start].count("env"), log[:end].count("env")
+    for k, (began, ended) in enumerate(zip(starts, ends), start=1):
+        before_start, before_end = log[:began].count("env"), log[:ended].count("env")
         if mode == "sync":  # the control: batch k only, all of it before update k; none during it
             assert (before_start, before_end) == (k * per_batch, k * per_batch), k
         elif k < 3:  # batch k+1 ran while update k was in progress: done before it ended

@@ -144,7 +144,8 @@ class BFCLConfig:
     `turns` gives multi-turn partial credit, the fraction of turns BFCL's checker passes before the
     first failing one (the official verdict stays in the reward's `success` and details).
     `max_steps_per_turn`: BFCL's limit (20); a turn past it force-quits the entry, as in BFCL.
-    `max_output_chars`: a longer function result is cut with a visible marker.
+    `max_output_chars`: a longer function result is cut with a visible marker. `data_dir`: BFCL's
+    `data/` directory to read the entries and answers from ("" = bfcl_eval's own, in the venv).
     Bounds on what the model's calls may cost (docs/bfcl.md, 'Bounds'; the argument caps of
     `bounds.py` are not settings): `max_calls_per_step` calls of one message run, the rest are
     reported not run; the calls of one step (and BFCL's check of an episode) may take

@@ -2,7 +2,8 @@
 
 Runs only in the plugin's venv (it imports `bfcl_eval`); the core serves it there
 (`env.service: launch`). Entries come from BFCL's own loader (`load_dataset_entry`: functions
-of the involved classes, held-out `miss_func` docs, the Python hint on every description).
+of the involved classes, held-out `miss_func` docs, the Python hint on every description), or
+with `data_dir` set, from the files there, prepared the same way.
 
 Multi-turn (`multi_turn_*`): `reset` creates fresh instances of the entry's backend classes
 (BFCL's `execute_multi_turn_func_call` under an episode-unique name, so no two episodes share
@@ -37,12 +38,13 @@ import itertools
 import os
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from beyondagent_core import Reward, Task
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.tool_calls import ParsedCalls, parse_tool_calls, tool_responses
-from beyondagent_plugin_bfcl import bounds, checking, explore
+from beyondagent_plugin_bfcl import bounds, checking, data, explore
 from beyondagent_plugin_bfcl import calls as call_texts
 from beyondagent_plugin_bfcl.config import BFCLConfig, category_of, kind_of, split_of
 from beyondagent_plugin_bfcl.sandbox import Backends, BackendsLost, CallStopped
@@ -56,10 +58,29 @@ FORMATS = {"tools": ("hermes",), "prompting": ("python",)}
 
 
 @functools.lru_cache(maxsize=32)
-def _entries(category: str) -> dict[str, dict[str, Any]]:
+def _entries(category: str, root: Path | None = None) -> dict[str, dict[str, Any]]:
+    """BFCL's prepared entries of `category`: bfcl_eval's own data, or the `data_dir` at `root`."""
+    if root is not None:
+        return {item["id"]: item for item in _entries_in(root, category)}
     from bfcl_eval.utils import load_dataset_entry
 
     return {item["id"]: item for item in load_dataset_entry(category)}
+
+
+def _entries_in(root: Path, category: str) -> list[dict[str, Any]]:
+    """The entries of `category` in the data directory `root`, prepared as BFCL's `load_dataset_entry`
+    prepares its own (the involved classes' functions, the held-out `miss_func` docs, the hints)."""
+    from bfcl_eval.utils import add_language_specific_hint_to_function_doc
+
+    items = []
+    for item in data.entries(root, category):
+        item = copy.deepcopy(item)
+        functions, held_out = data.functions_of(root, item["id"])
+        item["function"] = functions
+        if "missed_function" in item:
+            item["missed_function"] = held_out
+        items.append(item)
+    return add_language_specific_hint_to_function_doc(items)
 
 
 @functools.lru_cache(maxsize=32)
@@ -72,18 +93,20 @@ def _answers(category: str) -> dict[str, Any]:
         return {}
 
 
-def bfcl_entry(task_id: str) -> dict[str, Any]:
+def bfcl_entry(task_id: str, root: Path | None = None) -> dict[str, Any]:
     """BFCL's prepared entry of `task_id` (a copy); KeyError naming what ids look like."""
     category = category_of(task_id)
-    found = _entries(category).get(task_id)
+    found = _entries(category, root).get(task_id)
     if found is None:
-        count = len(_entries(category))
+        count = len(_entries(category, root))
         raise KeyError(f"BFCL has no task {task_id!r}: {category} has {count} tasks, "
                        f"{category}_0 ... in BFCL's numbering")
     return copy.deepcopy(found)
 
 
-def bfcl_answer(task_id: str) -> Any:
+def bfcl_answer(task_id: str, root: Path | None = None) -> Any:
+    if root is not None:
+        return copy.deepcopy(data.answer(root, task_id))
     return copy.deepcopy(_answers(category_of(task_id)).get(task_id))
 
 
@@ -104,6 +127,8 @@ class BFCLEnv:
 
     def __init__(self, config: BFCLConfig | None = None):
         self.config = config or BFCLConfig()
+        # `data_dir`: BFCL's data read from there; unset, bfcl_eval's own (BFCL's loader)
+        self.root = data.data_dir(self.config.data_dir) if self.config.data_dir else None
         self.backends = Backends(seconds=self.config.max_call_seconds, memory_mb=self.config.max_call_memory_mb)
         self.task: Task | None = None
         self.entry: dict[str, Any] = {}
@@ -117,14 +142,14 @@ class BFCLEnv:
         self._close_episode()
         world = task.seed_task_id if task.origin == "synthetic" and task.seed_task_id else task.task_id
         try:
-            entry = bfcl_entry(world)
+            entry = bfcl_entry(world, self.root)
         except KeyError as exc:
             raise ValueError(f"task {task.task_id!r}: {exc.args[0]}") from None
         goal = (task.metadata or {}).get("goal")
         self.goal = explore.check_goal(goal) if goal is not None else None
         self.task, self.entry = task, entry
         self.category, self.kind = category_of(world), kind_of(category_of(world))
-        self.ground_truth = bfcl_answer(world)
+        self.ground_truth = bfcl_answer(world, self.root)
         questions = [list(turn) for turn in entry["question"]]
         if self.goal is not None:  # a synthetic task: the seed's world, one turn, its own query
             questions = [[{"role": "user", "content": task.query or self.goal["query"]}]]
@@ -200,7 +225,9 @@ class BFCLEnv:
     def task_ids(self, split: str) -> list[str]:
         from beyondagent_plugin_bfcl.config import CATEGORIES
 
-        ids = [task_id for category in CATEGORIES for task_id in _entries(category)]
+        categories = [category for category in CATEGORIES  # a data_dir may hold some categories only
+                      if self.root is None or (self.root / f"{data.PREFIX}{category}.json").is_file()]
+        ids = [task_id for category in categories for task_id in _entries(category, self.root)]
         return ids if split == "all" else [task_id for task_id in ids if split_of(task_id) == split]
 
     def valid_actions(self) -> list[str]:

@@ -1,7 +1,9 @@
 """The components that ship with the core, registered through the same hooks as any plugin.
 
-Listed as the plugin `builtin` of the distribution `beyondagent`. None of them asks an LLM: the
-LLM-based ones (the `llm` summarizer, `feasibility`, `llm_judge`) are `beyondagent-plugin-llm`.
+Listed as the plugin `builtin` of the distribution `beyondagent`: the task sources that read
+files, the `react` and `agent` workflows, the `env` reward and the `export` backend. None of them
+asks an LLM. Task synthesis is a plugin's: without an LLM beyondagent-plugin-synthesis (`hindsight`,
+`dedup`, `min_confidence`), with one beyondagent-plugin-llm (`llm`, `feasibility`, `llm_judge`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ from beyondagent_core.hookspecs import hookimpl
 from beyondagent_core.records import (
     BackendSpec,
     RewardSpec,
-    SummarizerSpec,
-    TaskFilterSpec,
     TaskSourceSpec,
     WorkflowSpec,
 )
@@ -21,8 +21,6 @@ from beyondagent_core.runtime.agent_config import AgentConfig
 from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig
-from beyondagent_core.synthesis.filters import DedupConfig, MinConfidenceConfig
-from beyondagent_core.synthesis.hindsight import HindsightConfig
 
 
 @hookimpl
@@ -87,35 +85,5 @@ def beyondagent_rewards() -> list[RewardSpec]:
             name="env",
             factory="beyondagent_core.judging:EnvJudge",
             summary="The environment's own evaluate() (checks a hindsight task's goal): no LLM.",
-        ),
-    ]
-
-
-@hookimpl
-def beyondagent_summarizers() -> list[SummarizerSpec]:
-    return [
-        SummarizerSpec(
-            name="hindsight",
-            factory="beyondagent_core.synthesis.hindsight:HindsightSummarizer",
-            config_cls=HindsightConfig,
-            summary="No LLM: each goal the env says the exploration achieved, as an env-checked task.",
-        ),
-    ]
-
-
-@hookimpl
-def beyondagent_task_filters() -> list[TaskFilterSpec]:
-    return [
-        TaskFilterSpec(
-            name="dedup",
-            factory="beyondagent_core.synthesis.filters:Dedup",
-            config_cls=DedupConfig,
-            summary="Drop near-duplicate queries: character n-gram similarity (any script), or embeddings.",
-        ),
-        TaskFilterSpec(
-            name="min_confidence",
-            factory="beyondagent_core.synthesis.filters:MinConfidence",
-            config_cls=MinConfidenceConfig,
-            summary="Drop tasks whose summarizer confidence is below a threshold.",
         ),
     ]

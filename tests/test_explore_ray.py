@@ -37,7 +37,7 @@ def ray_spec(executor: str) -> dict:
     }
 
 
-@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers")
+@pytest.mark.beyondagent_plugins("gym", "random_explorer", "mixers", "synthesis")
 def test_ray_executor_explores_on_actors(local_ray, run_spec) -> None:
     result = run_spec(ray_spec("ray"))
     synthetic = read_tasks(result.run_dir / "synthetic_tasks.jsonl")

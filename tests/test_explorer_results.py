@@ -61,7 +61,7 @@ explore:
   summarizer: {name: hindsight}
 backend: {name: export}
 """
-PLUGINS = {"BEYONDAGENT_PLUGINS": "gym,mixers,walker"}
+PLUGINS = {"BEYONDAGENT_PLUGINS": "gym,mixers,synthesis,walker"}
 
 
 @pytest.fixture

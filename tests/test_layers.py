@@ -18,7 +18,7 @@ CONTRACT = {"beyondagent_core.hookspecs", "beyondagent_core.records", "beyondage
 
 # The core's own components and synthesis: none of them imports the LLM client (`llm.py`, openai);
 # they may still be handed a `ChatLLM` (the feasibility filter's machinery runs any solver's).
-NO_LLM = ("beyondagent_core.builtin", "beyondagent_core.synthesis", "beyondagent_core.judging",
+NO_LLM = ("beyondagent_core.builtin", "beyondagent_core.judging",
           "beyondagent_core.exploration")
 PLUGINS = CORE.parent / "plugins"
 
@@ -138,7 +138,14 @@ def test_what_the_core_ships_asks_no_llm() -> None:
 
 
 def test_the_llm_based_parts_are_the_llm_plugin() -> None:
-    assert not (CORE / "judges").exists() and not (CORE / "synthesis" / "llm_summarizer.py").exists()
+    assert not (CORE / "judges").exists() and not (CORE / "synthesis").exists()
     package = PLUGINS / "llm" / "beyondagent_plugin_llm"
     assert {"summarizer.py", "judge.py", "feasibility.py"} <= {p.name for p in package.glob("*.py")}
-    assert "beyondagent_core.synthesis.feasibility" in imported_modules(package / "feasibility.py")
+    assert "beyondagent_plugin_synthesis.feasibility" in imported_modules(package / "feasibility.py")
+
+
+def test_the_offline_synthesis_plugin_asks_no_llm() -> None:
+    package = PLUGINS / "synthesis" / "beyondagent_plugin_synthesis"
+    for path in sorted(package.glob("*.py")):
+        clients = imported_modules(path) & {"beyondagent_core.llm", "openai"}
+        assert not clients, f"{path.name} imports an LLM client {sorted(clients)}: LLM-based parts go in plugins/llm"

@@ -642,6 +642,7 @@ def test_a_judge_named_by_a_task_is_checked_before_the_run(inline, data, run_spe
     assert run_spec(base_spec(data)).metrics["tasks"]  # `export` scores nothing: the name is not needed
 
 
+@pytest.mark.beyondagent_plugins("synthesis")
 def test_a_component_name_inside_a_config_is_checked_by_validate(inline, data, run_spec) -> None:
     from beyondagent_core.errors import UnknownComponentError
 

@@ -196,7 +196,6 @@ def test_builtin_is_always_there(dists: Path) -> None:
         assert record.provider == f"beyondagent {__version__} (builtin)" == "beyondagent 0.1.0 (builtin)"
         assert record.provides == {
             "task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react", "agent"], "backend": ["export"],
-            "summarizer": ["hindsight"], "task_filter": ["dedup", "min_confidence"],
             "reward": ["env"],
         }
 

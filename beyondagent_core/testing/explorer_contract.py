@@ -44,8 +44,14 @@ from beyondagent_core.envs.local import LocalAsyncEnv, as_opener
 from beyondagent_core.registry import Registry
 from beyondagent_core.returns import check_exploration
 from beyondagent_core.spec import Component, select_component
-from beyondagent_core.synthesis.hindsight import HindsightSummarizer
 from beyondagent_core.types import Task, Trajectory
+
+
+class NoTasks:
+    """A summarizer that writes no task: the stage test checks the explorations, not what becomes of them."""
+
+    async def summarize(self, seed: Task, trajectory: Trajectory, known: Any, llm: Any = None) -> list[Task]:
+        return []
 
 
 def actions_of(trajectory: Trajectory) -> list[str]:
@@ -129,7 +135,7 @@ class ExplorerContract:
         from beyondagent_core.exploration.engine import run_exploration
         from beyondagent_core.exploration.executor import LocalExecutor
 
-        executor = LocalExecutor(selected.create(), HindsightSummarizer(), as_opener(make_env), llm,
+        executor = LocalExecutor(selected.create(), NoTasks(), as_opener(make_env), llm,
                                  describe=lambda obj: selected.described)
         result = run_exploration(seeds, n=2, workers=2, filters=[], cache_path=tmp_path / "synthetic.jsonl",
                                  executor=executor)

@@ -27,8 +27,9 @@ def appworld_recipe() -> VenvRecipe:
     return VenvRecipe(
         name="appworld",
         steps=[[APPWORLD, RAY]],
-        # beyondagent-plugin-llm: a requirement of this plugin (its llm_judge grades synthetic tasks).
-        local=["beyondagent", "beyondagent-plugin-llm", "beyondagent-plugin-appworld"],
+        # beyondagent-plugin-llm: a requirement of this plugin (its llm_judge grades synthetic tasks),
+        # and beyondagent-plugin-synthesis, the llm plugin's requirement.
+        local=["beyondagent", "beyondagent-plugin-synthesis", "beyondagent-plugin-llm", "beyondagent-plugin-appworld"],
         after=[("appworld", "install")],
         check=CHECK,
     )

@@ -22,7 +22,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "bfcl.yaml"
 SMALL = ("model.path=tiny", "tasks.train.limit=2", "tasks.val.limit=1", "backend.max_new_tokens=8")
 
 
-@pytest.mark.beyondagent_plugins("bfcl", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("bfcl", "random_explorer", "mixers", "torch", "synthesis")
 def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: Any, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture) -> None:
@@ -39,7 +39,7 @@ def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: A
 
     capsys.readouterr()
     # the eval's own process needs the explorer, mixer and backend the spec names too
-    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl,random_explorer,mixers,torch")
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl,random_explorer,mixers,torch,synthesis")
     out = tmp_path / "eval"
     assert main(["eval", str(EXAMPLE), *SMALL, "tasks.val.limit=3", "--checkpoint", str(result.run_dir), "--k", "2",
                  "--out", str(out)]) == 0
@@ -58,7 +58,7 @@ def test_the_example_explores_synthesizes_and_trains(run_spec: Any, bfcl_venv: A
         assert groups[category]["pass@1"] == pytest.approx(numbers["bfcl_accuracy"])
 
 
-@pytest.mark.beyondagent_plugins("bfcl", "random_explorer", "mixers", "torch")
+@pytest.mark.beyondagent_plugins("bfcl", "random_explorer", "mixers", "torch", "synthesis")
 def test_exploring_bfcls_backends_makes_tasks_bfcl_verifies(server: Any, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
@@ -70,7 +70,7 @@ def test_exploring_bfcls_backends_makes_tasks_bfcl_verifies(server: Any, tmp_pat
     from beyondagent_core.jsonl import read_tasks
     from beyondagent_core.types import Turn
 
-    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl,random_explorer,mixers,torch")
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "bfcl,random_explorer,mixers,torch,synthesis")
     assert main(["explore", str(EXAMPLE), f"run.output_dir={tmp_path}", "tasks.train.categories=[multi_turn_base]",
                  "tasks.train.limit=3", "explore.n=2"]) == 0
     synthetic = read_tasks(tmp_path / "bfcl" / "synthetic_tasks.jsonl")

@@ -1,7 +1,7 @@
 """`feasibility` filter with its `llm` solver: the run's chat LLM re-solves each task with a hint.
 
 The filter's machinery (re-running tasks as episodes, the `replay` solver, the stats and the
-errors) is the core's `beyondagent_core.synthesis.feasibility.Feasibility`; this adds the
+errors) is beyondagent-plugin-synthesis's `beyondagent_plugin_synthesis.feasibility.Feasibility`; this adds the
 `llm` solver, AgentEvolver's check: the run's chat LLM (the spec's `llm`) solves the task with
 its reference solution appended to the query as a hint. `solver: replay` still replays the
 reference with no LLM.
@@ -15,14 +15,9 @@ import attrs
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.protocols import ChatLLM
-from beyondagent_core.synthesis.feasibility import (
-    WHERE,
-    EpisodeRunnerLike,
-    Feasibility,
-    FeasibilityConfig,
-    format_reference,
-)
+from beyondagent_core.runtime.replay import format_reference
 from beyondagent_core.types import Task
+from beyondagent_plugin_synthesis.feasibility import WHERE, EpisodeRunnerLike, Feasibility, FeasibilityConfig
 
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext

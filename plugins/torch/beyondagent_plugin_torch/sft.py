@@ -35,7 +35,7 @@ from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence, as_message
 from beyondagent_core.spec import SFT_SOURCES
-from beyondagent_core.synthesis.feasibility import ReplayLLM, reference_actions
+from beyondagent_core.runtime.replay import ReplayLLM, reference_actions
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_torch.update import forward_logprobs, make_batch
 

@@ -12,8 +12,11 @@ import pytest
 from beyondagent_core.errors import SpecError
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import select_component
-from beyondagent_core.synthesis.filters import Dedup, DedupConfig, MinConfidence, MinConfidenceConfig, normalize
+from beyondagent_plugin_synthesis.filters import Dedup, DedupConfig, MinConfidence, MinConfidenceConfig, normalize
 from beyondagent_core.types import Task
+
+# the synthesis components come from this plugin (the plugin_manager fixture loads only what it names)
+pytestmark = pytest.mark.beyondagent_plugins("synthesis")
 
 _ids = itertools.count()
 
@@ -120,7 +123,7 @@ class UnitVectors:
 
 
 def test_threshold_one_drops_exact_duplicates_with_embeddings() -> None:
-    from beyondagent_core.synthesis.filters import _Embeddings
+    from beyondagent_plugin_synthesis.filters import _Embeddings
 
     encoder = object.__new__(_Embeddings)
     encoder.model, encoder._cache = UnitVectors(), {}

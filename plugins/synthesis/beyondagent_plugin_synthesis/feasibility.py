@@ -8,6 +8,7 @@ itself is verified step by step in a fresh env: the offline check for hindsight 
 `llm` solver (the run's chat LLM solves the task with its reference as a hint, AgentEvolver's
 check) and the registered `feasibility` component that offers both are in the first-party
 plugin `beyondagent-plugin-llm` (`beyondagent_plugin_llm.feasibility`), which subclasses this.
+Replaying is the core's (`beyondagent_core.runtime.replay`): the SFT warm-up replays references too.
 
 A task is kept when any of `attempts` runs ends without error and its reward says success.
 When not one of a batch's runs gets as far as a reward (an endpoint that refuses, an env that
@@ -22,9 +23,8 @@ the constructor instead.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -32,9 +32,9 @@ import attrs
 from beyondagent_core.checks import CONCURRENCY_WHY, MAX_CONCURRENCY, MAX_RETRIES, RETRIES_WHY, number
 from beyondagent_core.errors import RunError
 from beyondagent_core.logs import get_logger
-from beyondagent_core.protocols import ChatLLM, Message
-from beyondagent_core.runtime.tokens import ContextLengthExceeded
-from beyondagent_core.types import Task, Trajectory, Turn
+from beyondagent_core.protocols import ChatLLM
+from beyondagent_core.runtime.replay import ReplayLLM, reference_actions
+from beyondagent_core.types import Task, Trajectory
 
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
@@ -67,46 +67,6 @@ class FeasibilityConfig:
     attempts: int = attrs.field(default=1, validator=number(ge=1, le=MAX_RETRIES, why=RETRIES_WHY))
     rewrite_reference: bool = False
     concurrency: int = attrs.field(default=8, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
-
-
-class ReferenceExhausted(ContextLengthExceeded):
-    """The replayed reference has no more actions.
-
-    A `ContextLengthExceeded`, because that is how a workflow learns that the model will say
-    no more: the react workflow then stops and evaluates the episode (which fails unless the
-    reference already succeeded); another workflow ends the episode with an error.
-    """
-
-
-class ReplayLLM:
-    """A `ChatLLM` that answers with the next action of a reference solution, ignoring the messages."""
-
-    def __init__(self, actions: Sequence[str]):
-        self.actions = list(actions)
-        self._next: Iterator[str] = iter(self.actions)
-
-    async def chat(self, messages: Sequence[Message], **sampling: Any) -> Turn:
-        try:
-            return Turn(role="assistant", content=next(self._next))
-        except StopIteration:
-            raise ReferenceExhausted(f"the reference has no more actions (it has {len(self.actions)})") from None
-
-
-def reference_actions(ground_truth: Any) -> list[str] | None:
-    """The reference as a list of actions: a list of strings, or a text with one action per line."""
-    if isinstance(ground_truth, str):
-        actions = [line.strip() for line in ground_truth.splitlines() if line.strip()]
-        return actions or None
-    if isinstance(ground_truth, (list, tuple)) and ground_truth and all(isinstance(a, str) for a in ground_truth):
-        return list(ground_truth)
-    return None
-
-
-def format_reference(ground_truth: Any) -> str:
-    actions = reference_actions(ground_truth)
-    if actions is not None:
-        return "\n".join(f"{i}. {action}" for i, action in enumerate(actions, 1))
-    return ground_truth if isinstance(ground_truth, str) else json.dumps(ground_truth, ensure_ascii=False, default=str)
 
 
 class Feasibility:

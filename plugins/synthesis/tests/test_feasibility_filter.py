@@ -20,10 +20,14 @@ from beyondagent_core.exploration.engine import explore_seeds
 from beyondagent_core.judging import EnvJudge, JudgeSelector
 from beyondagent_core.runtime.episodes import EpisodeRunner
 from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow
-from beyondagent_core.synthesis.feasibility import Feasibility, FeasibilityConfig, ReplayLLM, reference_actions
-from beyondagent_core.synthesis.filters import Dedup, DedupConfig
-from beyondagent_core.synthesis.hindsight import HindsightSummarizer
+from beyondagent_core.runtime.replay import ReplayLLM, reference_actions
+from beyondagent_plugin_synthesis.feasibility import Feasibility, FeasibilityConfig
+from beyondagent_plugin_synthesis.filters import Dedup, DedupConfig
+from beyondagent_plugin_synthesis.hindsight import HindsightSummarizer
 from beyondagent_core.types import Task
+
+# the synthesis components come from this plugin (the plugin_manager fixture loads only what it names)
+pytestmark = pytest.mark.beyondagent_plugins("synthesis")
 
 MAP = ["SFF", "FHF", "FFG"]
 SEED = Task(task_id="frozenlake-train-0", env="frozenlake", metadata={"seed": 0, "map": MAP})

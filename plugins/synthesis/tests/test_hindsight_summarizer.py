@@ -18,8 +18,11 @@ from beyondagent_plugin_random_explorer.config import RandomExplorerConfig
 from beyondagent_plugin_random_explorer.explorer import RandomExplorer
 
 from beyondagent_core.envs.local import LocalAsyncEnv
-from beyondagent_core.synthesis.hindsight import HindsightConfig, HindsightSummarizer
+from beyondagent_plugin_synthesis.hindsight import HindsightConfig, HindsightSummarizer
 from beyondagent_core.types import Task, Trajectory, Turn
+
+# the synthesis components come from this plugin (the plugin_manager fixture loads only what it names)
+pytestmark = pytest.mark.beyondagent_plugins("synthesis")
 
 GAMES = {
     "frozenlake": lambda: FrozenLake(FrozenLakeConfig(size=5, max_steps=60)),

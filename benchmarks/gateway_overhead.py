@@ -48,7 +48,7 @@ def main() -> None:
     from beyondagent_plugin_torch.policy_chat import PolicyChat
     from beyondagent_plugin_torch.trainer import stop_token_ids
 
-    from beyondagent_core.gateway.server import Gateway
+    from beyondagent_plugin_gateway.server import Gateway
     from beyondagent_core.runtime.tokens import ChatTemplate
 
     model, tokenizer = load_policy("tiny", dtype="float32")

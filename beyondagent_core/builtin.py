@@ -1,8 +1,9 @@
 """The components that ship with the core, registered through the same hooks as any plugin.
 
 Listed as the plugin `builtin` of the distribution `beyondagent`: the task sources that read
-files, the `react` and `agent` workflows, the `env` reward and the `export` backend. None of them
-asks an LLM. Task synthesis is a plugin's: without an LLM beyondagent-plugin-synthesis (`hindsight`,
+files, the `react` workflow, the `env` reward and the `export` backend. None of them
+asks an LLM. The `agent` workflow and its OpenAI-compatible gateway are beyondagent-plugin-gateway's;
+task synthesis is a plugin's too: without an LLM beyondagent-plugin-synthesis (`hindsight`,
 `dedup`, `min_confidence`), with one beyondagent-plugin-llm (`llm`, `feasibility`, `llm_judge`).
 """
 
@@ -17,7 +18,6 @@ from beyondagent_core.records import (
     TaskSourceSpec,
     WorkflowSpec,
 )
-from beyondagent_core.runtime.agent_config import AgentConfig
 from beyondagent_core.runtime.react import ReactConfig
 from beyondagent_core.sources.jsonl import JsonlSourceConfig
 from beyondagent_core.sources.parquet import ParquetSourceConfig
@@ -67,13 +67,6 @@ def beyondagent_workflows() -> list[WorkflowSpec]:
             factory="beyondagent_core.runtime.react:ReactWorkflow",
             config_cls=ReactConfig,
             summary="Act, observe, repeat: the env's system prompt, one env step per model turn.",
-        ),
-        WorkflowSpec(
-            name="agent",
-            factory="beyondagent_core.runtime.agent:AgentWorkflow",
-            config_cls=AgentConfig,
-            summary="Your own agent (any framework) run(task, llm_base_url, env, api_key), through the "
-                    "OpenAI-compatible gateway.",
         ),
     ]
 

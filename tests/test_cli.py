@@ -111,13 +111,14 @@ def test_plugins_json_shape(cli, make_dist) -> None:
         "name": "builtin", "distribution": "beyondagent", "version": "0.1.0",
         "entry_point": "beyondagent_core.builtin", "status": "ok", "error": None,
         "hooks": ["beyondagent_backends", "beyondagent_rewards", "beyondagent_task_sources", "beyondagent_workflows"],
-        "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react", "agent"],
+        "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"],
                      "backend": ["export"], "reward": ["env"]},
         "conflicts": {},
     }
     assert by_name["mixers"]["provides"] == {"mixer": ["original", "synthetic", "ratio"]}
     assert by_name["synthesis"]["provides"] == {"summarizer": ["hindsight"], "task_filter": ["dedup", "min_confidence"]}
     assert by_name["synthesis"]["distribution"] == "beyondagent-plugin-synthesis"
+    assert by_name["gateway"]["provides"] == {"workflow": ["agent"]}
     assert by_name["keep"]["version"] == "0.7.1" and by_name["keep"]["provides"] == {"mixer": ["keep"]}
 
 

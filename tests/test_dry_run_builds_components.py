@@ -16,7 +16,7 @@ workflow: {{name: agent, entrypoint: "{entrypoint}"}}
 mixture: {{name: original}}
 backend: {{name: export}}
 """
-PLUGINS = {"BEYONDAGENT_PLUGINS": "gym,mixers"}
+PLUGINS = {"BEYONDAGENT_PLUGINS": "gym,mixers,gateway"}
 
 
 @pytest.mark.parametrize(("entrypoint", "error"), [

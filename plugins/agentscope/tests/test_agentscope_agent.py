@@ -28,7 +28,7 @@ from beyondagent_plugin_torch.trainer import stop_token_ids
 from test_agent_workflow import trained_turns
 from tiny_and_real import loaded_policy
 
-from beyondagent_core.runtime.agent import AgentConfig, AgentWorkflow
+from beyondagent_plugin_gateway.agent import AgentConfig, AgentWorkflow
 from beyondagent_core.runtime.episodes import EpisodeRunner
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.types import Task

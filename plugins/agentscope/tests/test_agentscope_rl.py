@@ -19,8 +19,8 @@ import pytest
 from gateway_helpers import LoopThread
 from tiny_and_real import loaded_tokenizer
 
-from beyondagent_core.gateway.episode import GatewayEpisode, GenerationSettings
-from beyondagent_core.gateway.server import Gateway
+from beyondagent_plugin_gateway.episode import GatewayEpisode, GenerationSettings
+from beyondagent_plugin_gateway.server import Gateway
 from beyondagent_core.runtime.tokens import ChatTemplate
 
 CALL = '<tool_call>\n{{"name": "{}", "arguments": {{}}}}\n</tool_call>'

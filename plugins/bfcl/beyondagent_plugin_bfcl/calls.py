@@ -2,7 +2,7 @@
 
 BFCL runs a multi-turn call by `eval`-ing its text, `name(arg=repr(value), ...)`, after
 prefixing known method names with their backend instance (`multi_turn_utils`). Our calls come
-from `beyondagent_core.tool_calls.parse_tool_calls`: a checked dotted name, identifier argument
+from `beyondagent_plugin_gateway.tool_calls.parse_tool_calls`: a checked dotted name, identifier argument
 names and JSON values, so `repr` gives Python literals only. What is left is the name: a name
 that is no method of the episode's backends would be looked up among the executor module's
 globals and builtins (`open`, `importlib`...), so it becomes a name that exists nowhere; BFCL
@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from beyondagent_core.tool_calls import ParsedCalls
+from beyondagent_plugin_gateway.tool_calls import ParsedCalls
 
 PLAIN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 # Names BFCL's executor module has in scope besides builtins (multi_turn_utils' imports).

@@ -8,7 +8,7 @@ with `data_dir` set, from the files there, prepared the same way.
 Multi-turn (`multi_turn_*`): `reset` creates fresh instances of the entry's backend classes
 (BFCL's `execute_multi_turn_func_call` under an episode-unique name, so no two episodes share
 one) loaded with the entry's initial state, and shows the first user turn. Each `step` reads
-the calls in the assistant's message (`beyondagent_core.tool_calls`), runs them, and answers
+the calls in the assistant's message (`beyondagent_plugin_gateway.tool_calls`), runs them, and answers
 with the results (errors as BFCL words them) in `<tool_response>` blocks. The backends live in
 a child process of their own (`sandbox.py`: a memory cap, a deadline per step that kills a
 call which never yields the GIL, the backends restored by replay); a call that breaks an
@@ -43,7 +43,7 @@ from typing import Any
 
 from beyondagent_core import Reward, Task
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
-from beyondagent_core.tool_calls import ParsedCalls, parse_tool_calls, tool_responses
+from beyondagent_plugin_gateway.tool_calls import ParsedCalls, parse_tool_calls, tool_responses
 from beyondagent_plugin_bfcl import bounds, checking, data, explore
 from beyondagent_plugin_bfcl import calls as call_texts
 from beyondagent_plugin_bfcl.config import BFCLConfig, category_of, kind_of, split_of
@@ -387,6 +387,6 @@ class BFCLEnv:
 
 
 def _arguments(call: dict[str, Any]) -> dict[str, Any]:
-    from beyondagent_core.tool_calls import call_arguments
+    from beyondagent_plugin_gateway.tool_calls import call_arguments
 
     return call_arguments(call)

@@ -41,7 +41,7 @@ def bfcl_recipe() -> VenvRecipe:
     return VenvRecipe(
         name="bfcl",
         steps=[[BFCL, "--no-deps"], list(REQUIREMENTS)],
-        local=["beyondagent", "beyondagent-plugin-bfcl"],
+        local=["beyondagent", "beyondagent-plugin-gateway", "beyondagent-plugin-bfcl"],
         check=CHECK,
     )
 

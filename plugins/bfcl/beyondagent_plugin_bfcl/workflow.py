@@ -2,7 +2,7 @@
 
 The env's reset gives the entry's first user turn and its functions (`info["tools"]`). With the
 env's `style: tools` the functions go into the system message the way Qwen2.5's chat template
-presents tools (`beyondagent_core.tool_calls.with_tools`: `<tools>` JSON lines, answer in
+presents tools (`beyondagent_plugin_gateway.tool_calls.with_tools`: `<tools>` JSON lines, answer in
 `<tool_call>` blocks), after `system_prompt` when one is set; with `style: prompting` the env
 already put BFCL's own system prompt first. Then the model acts and the env answers (function
 results, or the next user turn when a message has no call) until the env ends the episode,
@@ -18,7 +18,7 @@ from typing import Any
 
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.runtime.react import ReactConfig, ReactWorkflow, check_messages
-from beyondagent_core.tool_calls import with_tools
+from beyondagent_plugin_gateway.tool_calls import with_tools
 from beyondagent_plugin_bfcl.config import BFCLWorkflowConfig
 
 

@@ -7,7 +7,7 @@ the episode's token budget: a turn gets at most `max_tokens` new tokens and neve
 what is left of `max_episode_tokens`.
 
 An episode of the `agent` workflow talks to the policy over HTTP instead: `gateway_episode()`
-gives it the episode's gateway endpoint (`beyondagent_core.gateway`), generating through the
+gives it the episode's gateway endpoint (`beyondagent_plugin_gateway`), generating through the
 same scheduler and random generator; `samples` are then the endpoint's training samples.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import torch
 
-from beyondagent_core.gateway.episode import GatewayEpisode, GenerationSettings
+from beyondagent_plugin_gateway.episode import GatewayEpisode, GenerationSettings
 from beyondagent_core.runtime.tokens import ChatTemplate, ContextLengthExceeded, TokenSequence
 from beyondagent_core.types import Turn
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling

@@ -4,7 +4,7 @@ Every episode gets its own `PolicyChat` (its token sequence and random generator
 from the run seed, the step and the episode's index, so a resumed run samples the same
 episodes) and shares the ChatScheduler, which batches their turns. An episode of the `agent`
 workflow may come back as several samples (its gateway calls did not all extend one another:
-`beyondagent_core.gateway.samples`); they share the episode's reward and group. An episode
+`beyondagent_plugin_gateway.samples`); they share the episode's reward and group. An episode
 with a guide (`beyondagent_core.runtime.guidance.Guide`) is shown experiences or starts from a
 stored prefix; the turns it replayed are recorded in its trajectory's `prefix_turns` metric.
 """

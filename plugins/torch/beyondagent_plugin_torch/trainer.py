@@ -45,7 +45,7 @@ from beyondagent_core.episode_records import (
 )
 from beyondagent_core.errors import RunError, SpecError
 from beyondagent_core.failures import FailureTally, check_failures
-from beyondagent_core.gateway.samples import joined_view
+from beyondagent_plugin_gateway.samples import joined_view
 from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.logs import get_logger
 from beyondagent_core.runtime.guidance import (

@@ -19,7 +19,7 @@ from beyondagent_plugin_torch.policy_chat import PolicyChat
 from beyondagent_plugin_torch.trainer import stop_token_ids
 from tiny_and_real import loaded_policy
 
-from beyondagent_core.gateway.server import Endpoint, Gateway
+from beyondagent_plugin_gateway.server import Endpoint, Gateway
 from beyondagent_core.runtime.tokens import ChatTemplate
 
 

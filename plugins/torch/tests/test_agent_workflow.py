@@ -27,7 +27,7 @@ from tiny_and_real import loaded_policy
 
 from beyondagent_core.advantages import failure_of
 from beyondagent_core.episode_records import expand_tokens
-from beyondagent_core.runtime.agent import AgentConfig, AgentWorkflow
+from beyondagent_plugin_gateway.agent import AgentConfig, AgentWorkflow
 from beyondagent_core.runtime.episodes import EpisodeRunner
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.types import Task

@@ -38,8 +38,8 @@ from gateway_helpers import LoopThread, auth, client, policy_endpoint, tiny_chat
 from structlog.testing import capture_logs
 from tiny_and_real import loaded_tokenizer
 
-from beyondagent_core.gateway.episode import GatewayEpisode, GenerationSettings
-from beyondagent_core.gateway.server import Endpoint, Gateway
+from beyondagent_plugin_gateway.episode import GatewayEpisode, GenerationSettings
+from beyondagent_plugin_gateway.server import Endpoint, Gateway
 from beyondagent_core.runtime.tokens import ChatTemplate
 
 HI = [{"role": "user", "content": "hi"}]

@@ -102,8 +102,8 @@ def test_tools_are_rendered_into_the_prompt() -> None:
 def test_a_tool_call_the_model_made_comes_back_as_tool_calls_and_extends_the_sample() -> None:
     """The tiny model does not write tool calls by itself: its reply here is sampled, then the episode
     is handed the text of a call as if the model had sampled it, through the same code path."""
-    from beyondagent_core.gateway.api import ChatRequest
-    from beyondagent_core.gateway.episode import GatewayEpisode
+    from beyondagent_plugin_gateway.api import ChatRequest
+    from beyondagent_plugin_gateway.episode import GatewayEpisode
 
     chat = tiny_chat()
     _, tokenizer = loaded_policy("tiny")

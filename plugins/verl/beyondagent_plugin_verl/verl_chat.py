@@ -12,7 +12,7 @@ turns and observations) at most `response_length`; a turn gets at most `max_new_
 No verl import here: `server_manager` is anything with that `generate` coroutine.
 
 An episode of the `agent` workflow talks to the policy over HTTP instead: `gateway_episode()`
-gives it the episode's gateway endpoint (`beyondagent_core.gateway`), generating through the same
+gives it the episode's gateway endpoint (`beyondagent_plugin_gateway`), generating through the same
 server manager (`VerlGenerator`, one request id per sample). verl's agent loop trains one
 sequence per episode, so `gateway_sample()` makes an episode whose calls split into several
 samples an episode error rather than dropping or force-merging any of them.
@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.gateway.episode import GatewayEpisode, GenerationSettings
+from beyondagent_plugin_gateway.episode import GatewayEpisode, GenerationSettings
 from beyondagent_core.runtime.token_chat import SAMPLING_KEYS, PromptTooLong, TokenChat, split_response
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.types import Trajectory

@@ -1,6 +1,6 @@
 """A gateway request's messages and tools, as the chat template's prompt text.
 
-Two rules on top of the tokenizer's own template (`beyondagent_core.tool_calls.render_prompt`,
+Two rules on top of the tokenizer's own template (`beyondagent_plugin_gateway.tool_calls.render_prompt`,
 which also presents the tools):
 
 - **The model's own replies are rendered as the model wrote them.** When a client sends back an
@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from beyondagent_core.tool_calls import call_arguments, render_prompt, template_supports_tools
+from beyondagent_plugin_gateway.tool_calls import call_arguments, render_prompt, template_supports_tools
 
 
 def reply_key(content: str | None, tool_calls: Sequence[dict[str, Any]] | None) -> tuple:

@@ -1,4 +1,4 @@
-"""`beyondagent_core.tool_calls`: functions into the prompt, model text back into OpenAI-shaped calls.
+"""`beyondagent_plugin_gateway.tool_calls`: functions into the prompt, model text back into OpenAI-shaped calls.
 
 The parser is fed what models really write, good and bad: Hermes tags, bare JSON, BFCL's
 Python-call lists, fences, prose around calls, and an adversarial table of malformed outputs,
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from beyondagent_core.tool_calls import (
+from beyondagent_plugin_gateway.tool_calls import (
     as_openai_tools,
     call_arguments,
     parse_tool_calls,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from beyondagent_core.checks import MAX_SECONDS, MAX_TURNS, MISSING, SECONDS_WHY, TURNS_WHY, number
-from beyondagent_core.gateway.api import MAX_N
+from beyondagent_plugin_gateway.api import MAX_N
 
 
 @attrs.define

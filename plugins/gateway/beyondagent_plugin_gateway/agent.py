@@ -38,9 +38,9 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.gateway.api import REWARD_LIMIT, reward_score
+from beyondagent_plugin_gateway.api import REWARD_LIMIT, reward_score
 from beyondagent_core.protocols import AsyncEnv, ChatLLM
-from beyondagent_core.runtime.agent_config import AgentConfig
+from beyondagent_plugin_gateway.config import AgentConfig
 from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
 from beyondagent_core.types import Reward, Task, Trajectory
 
@@ -105,7 +105,7 @@ class AgentWorkflow:
                              "to the client (OpenAI(base_url=llm_base_url, api_key=api_key))")
 
     async def run(self, task: Task, env: AsyncEnv | None, llm: ChatLLM) -> Trajectory:
-        from beyondagent_core.gateway.server import shared_gateway
+        from beyondagent_plugin_gateway.server import shared_gateway
 
         open_episode = getattr(llm, "gateway_episode", None)
         if open_episode is None:

@@ -53,8 +53,8 @@ from beyondagent_core.envservice.slow_clients import (
     guarded_protocol,
     read_bounded_body,
 )
-from beyondagent_core.gateway.api import ApiError, completion_body, parse_request, reward_score, stream_chunks
-from beyondagent_core.gateway.episode import EpisodeEnded, GatewayEpisode
+from beyondagent_plugin_gateway.api import ApiError, completion_body, parse_request, reward_score, stream_chunks
+from beyondagent_plugin_gateway.episode import EpisodeEnded, GatewayEpisode
 from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Reward
 

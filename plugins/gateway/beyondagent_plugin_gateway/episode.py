@@ -3,7 +3,7 @@
 `GatewayEpisode.complete(request)` renders the request's messages (`render.py`), finds the
 prompt ids (`samples.py`: continuing an earlier call's sample when the prompt extends it), asks
 the backend's `TokenGenerator` for `n` replies, cuts each at the first `stop` string, parses tool
-calls when tools were offered (`beyondagent_core.tool_calls`, Hermes `<tool_call>` blocks) and
+calls when tools were offered (`beyondagent_plugin_gateway.tool_calls`, Hermes `<tool_call>` blocks) and
 records the sampled ids and log-probs as the generator returned them. It runs on the event loop
 of the rollout (the server hands it each call there); rendering and tokenizing the prompt run in
 a worker thread (the tokenizer releases the GIL), so a long prompt never holds the policy's loop.
@@ -35,11 +35,11 @@ from typing import Any, Protocol
 
 import attrs
 
-from beyondagent_core.gateway.api import ApiError, ChatRequest, ChatResult, Choice, bad_request
-from beyondagent_core.gateway.render import Replies, prompt_text
-from beyondagent_core.gateway.samples import Prompt, Reply, SampleBuilder
+from beyondagent_plugin_gateway.api import ApiError, ChatRequest, ChatResult, Choice, bad_request
+from beyondagent_plugin_gateway.render import Replies, prompt_text
+from beyondagent_plugin_gateway.samples import Prompt, Reply, SampleBuilder
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
-from beyondagent_core.tool_calls import parse_tool_calls
+from beyondagent_plugin_gateway.tool_calls import parse_tool_calls
 from beyondagent_core.types import Reward, Turn
 
 DEFAULT_MAX_CONCURRENT_CALLS = 4  # workflow.max_concurrent_calls

@@ -3,12 +3,12 @@
     beyondagent run SPEC [KEY=VALUE ...] [--dry-run] [--resume] [--on-bad-record fail|skip]
     beyondagent explore SPEC [KEY=VALUE ...] [--force]
     beyondagent validate SPEC [KEY=VALUE ...]
-    beyondagent eval SPEC [KEY=VALUE ...] (--checkpoint PATH | --model NAME --base-url URL) [--split val] [--k 8]
-    beyondagent report RUN_DIR
     beyondagent plugins [--json | --requirements]
     beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent venv list|build|path ...
-    beyondagent <plugin command> ...      (commands plugins add: `beyondagent view RUN_DIR`, `verl setup`)
+    beyondagent <plugin command> ...      (commands plugins add: `beyondagent eval SPEC ...` and
+                                          `report RUN_DIR` (beyondagent-plugin-report), `view RUN_DIR`,
+                                          `verl setup`)
     beyondagent --version
 
 A user error prints what was wrong, where and what to do, and exits with 2 (1 when a run
@@ -28,13 +28,13 @@ from beyondagent_core import __version__
 from beyondagent_core.arguments import add_spec_arguments
 from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError, PluginError
-from beyondagent_core.eval.command import add_eval_parser, run_eval_command
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
-BUILTIN_COMMANDS = ("run", "explore", "validate", "eval", "report", "plugins", "env", "venv")
+BUILTIN_COMMANDS = ("run", "explore", "validate", "plugins", "env", "venv")
 # Commands first-party plugins add: typed without the plugin, each says what to install.
-PLUGIN_COMMANDS = {"view": "view", "verl": "verl", "appworld": "appworld", "model": "torch"}
+PLUGIN_COMMANDS = {"view": "view", "verl": "verl", "appworld": "appworld", "model": "torch", "eval": "report",
+                   "report": "report"}
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:
@@ -65,11 +65,6 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
     explore.add_argument("--force", action="store_true",
                          help="explore again even if the cache is finished or was made from other seeds/settings")
     spec_command("validate", "Check a spec against the installed plugins without running it.")
-    add_eval_parser(commands, common)
-    report = commands.add_parser("report", parents=[common], help="Draw a run's report.html again from its records.",
-                                 description="Draw <run dir>/report.html from its metrics.jsonl and samples.jsonl "
-                                             "(any backend's run, finished or still running).")
-    report.add_argument("run_dir", help="the run directory, e.g. runs/quickstart")
 
     plugins = commands.add_parser("plugins", parents=[common], help="List installed plugins and what they provide.")
     output = plugins.add_mutually_exclusive_group()
@@ -177,10 +172,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_explore(args)
         if args.command == "venv":
             return run_venv_command(args)
-        if args.command == "eval":
-            return run_eval_command(args)
-        if args.command == "report":
-            return cmd_report(args)
         if args.command in handlers:
             return int(handlers[args.command](args) or 0)
         return cmd_run(args)
@@ -225,26 +216,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     Console(stderr=False).print(f"[bold green]run finished[/]: {json.dumps(metrics, default=str)}")
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from beyondagent_core.errors import DataError
-    from beyondagent_core.run_records import METRICS_FILE, SAMPLES_FILE
-
-    run_dir = Path(args.run_dir)
-    if not run_dir.is_dir() or not ((run_dir / METRICS_FILE).is_file() or (run_dir / SAMPLES_FILE).is_file()):
-        raise DataError(f"{run_dir} is not a run directory: it has no {METRICS_FILE} or {SAMPLES_FILE}",
-                        where=str(run_dir), hint="pass the directory a run wrote, e.g. runs/quickstart")
-    try:
-        import matplotlib  # noqa: F401 - the report draws its curves with it
-    except ImportError:
-        raise DataError("the report needs matplotlib", hint="pip install matplotlib") from None
-    from beyondagent_core.report import write_report
-
-    print(f"wrote {write_report(run_dir)}")
     return 0
 
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from beyondagent_core.protocols import RunInfo
     from beyondagent_core.records import (
         AdvantageSpec,
@@ -384,6 +386,24 @@ def beyondagent_run_finished(run: RunInfo, status: str, metrics: dict[str, Any])
     """
 
 
+# --- the run's report page: one plugin draws it ----------------------------------------------
+
+
+@hookspec(firstresult=True)
+def beyondagent_write_report(run_dir: Path, title: str | None, stopped: str | None) -> Path | None:
+    """Draw the run's report page (`<run_dir>/report.html`) from its `metrics.jsonl` and
+    `samples.jsonl` and return its path; the first plugin that answers draws it
+    (beyondagent-plugin-report does). Backends ask for it when a run ends
+    (`beyondagent_core.reports.write_run_report`); `stopped` says where an interrupted run stopped.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_write_report(run_dir, title, stopped):
+            return my_dashboard_page(run_dir)
+    """
+
+
 REGISTRATION_HOOKS: dict[str, str] = {
     "task_source": "beyondagent_task_sources",
     "env": "beyondagent_envs",
@@ -407,3 +427,5 @@ LIFECYCLE_HOOKS: tuple[str, ...] = (
     "beyondagent_step_finished",
     "beyondagent_run_finished",
 )
+SERVICE_HOOKS: tuple[str, ...] = ("beyondagent_write_report",)
+"""Hooks the first plugin to answer serves (`PluginManager.first_answer`)."""

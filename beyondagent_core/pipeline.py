@@ -472,9 +472,11 @@ def _stopped(context: RunContext, exc: BaseException) -> dict[str, Any]:
         found["total_steps"] = context.planned_steps
     if context.report and (context.run_dir / METRICS_FILE).is_file():
         try:
-            from beyondagent_core.report import write_report
+            from beyondagent_core.reports import write_run_report
 
-            found["report"] = str(write_report(context.run_dir, title=context.info.name, stopped=message))
+            page = write_run_report(context.manager, context.run_dir, title=context.info.name, stopped=message)
+            if page is not None:
+                found["report"] = str(page)
         except Exception as error:  # noqa: BLE001 - no matplotlib, odd numbers: the event still says where it stopped
             log.warning("run.report_failed", error=f"{type(error).__name__}: {error}",
                         hint=f"beyondagent report {context.run_dir} draws it")

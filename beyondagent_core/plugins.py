@@ -267,6 +267,11 @@ class PluginManager:
                 log.error("plugins.lifecycle_hook_failed", plugin=impl.plugin_name, hook=hook_name,
                           error=_one_line(exc))
 
+    def first_answer(self, hook_name: str, **kwargs: Any) -> Any:
+        """A service hook's answer from the first plugin that gives one (None when none does)."""
+        assert hook_name in hookspecs.SERVICE_HOOKS, hook_name
+        return getattr(self._pm.hook, hook_name)(**kwargs)
+
     def broken(self) -> list[PluginRecord]:
         return [record for record in self.records.values() if record.status == "error"]
 
@@ -317,7 +322,7 @@ def _with_requirements(allow: set[str], entry_points: list[metadata.EntryPoint])
 
 
 def _known_hooks() -> set[str]:
-    return set(hookspecs.REGISTRATION_HOOKS.values()) | set(hookspecs.LIFECYCLE_HOOKS)
+    return set(hookspecs.REGISTRATION_HOOKS.values()) | set(hookspecs.LIFECYCLE_HOOKS) | set(hookspecs.SERVICE_HOOKS)
 
 
 def _unknown_hook_message(name: str) -> str:

@@ -31,6 +31,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     "beyondagent-plugin-llm": {"summarizer": ("llm",), "task_filter": ("feasibility",), "reward": ("llm_judge",)},
     "beyondagent-plugin-synthesis": {"summarizer": ("hindsight",), "task_filter": ("dedup", "min_confidence")},
     "beyondagent-plugin-gateway": {"workflow": ("agent",)},
+    "beyondagent-plugin-report": {"command": ("eval", "report")},
 }
 
 

@@ -81,7 +81,7 @@ def test_a_stopped_run_writes_its_report_and_a_final_event(make_dist, site: Path
     (tmp_path / "spec.yaml").write_text(SPEC)
     environment = {key: value for key, value in os.environ.items() if not key.startswith("BEYONDAGENT_")}
     environment.update(PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).resolve().parents[1])]),
-                       BEYONDAGENT_PLUGINS="ticker,mixers")
+                       BEYONDAGENT_PLUGINS="ticker,mixers,report")
     process = subprocess.Popen([sys.executable, "-m", "beyondagent_core.cli", "run", "spec.yaml"], cwd=tmp_path,
                                env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     run_dir = tmp_path / "runs" / "ticking"

@@ -764,14 +764,15 @@ class Trainer:
         log.info("train.checkpoint_saved", step=step, path=str(path))
 
     def write_report(self) -> Path | None:
-        from beyondagent_core.report import write_report
+        from beyondagent_core.reports import write_run_report
 
         try:
-            path = write_report(self.run.run_dir, title=self.run.info.name)
+            path = write_run_report(self.run.manager, self.run.run_dir, title=self.run.info.name)
         except Exception:  # noqa: BLE001 - a plotting failure must not fail a finished run
             log.error("train.report_failed", exc_info=True)
             return None
-        log.info("train.report_written", path=str(path))
+        if path is not None:
+            log.info("train.report_written", path=str(path))
         return path
 
     # --- resume ---------------------------------------------------------------------------

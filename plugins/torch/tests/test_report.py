@@ -13,7 +13,7 @@ import pytest
 from beyondagent_plugin_torch.metrics_log import MetricsLog
 
 from beyondagent_core import metric_names as m
-from beyondagent_core.report import moving_average, write_report
+from beyondagent_plugin_report.report import moving_average, write_report
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -136,7 +136,9 @@ class VerlBackend:
         log.info("verl.episode_records", records=records)
         final = self._launch(run, Path(composed["config"]), venv, steps=written.steps,
                              modules=(TRAINER_MODULE,) if own_trainer(run.spec) else ())
-        final["report"] = str(write_run_report(run.run_dir))
+        page = write_run_report(run)
+        if page is not None:
+            final["report"] = str(page)
         return final
 
     def _preflight(self, composed: dict[str, Any]) -> None:
@@ -444,13 +446,15 @@ class _MetricsReader:
         return steps
 
 
-def write_run_report(run_dir: Path) -> Path | None:
+def write_run_report(run: RunContext) -> Path | None:
     """`report.html` from the `metrics.jsonl` and `samples.jsonl` this backend wrote (the torch backend's
-    page: the same metric names); a report that cannot be drawn is a warning, never a failed run."""
-    from beyondagent_core.report import write_report
+    page: the same metric names), drawn by the installed report plugin; a report that cannot be drawn
+    is a warning, never a failed run."""
+    from beyondagent_core.reports import write_run_report as ask_for_report
 
+    run_dir = run.run_dir
     try:
-        return write_report(run_dir)
+        return ask_for_report(run.manager, run_dir)
     except Exception as exc:  # noqa: BLE001 - the run has finished; only its page is missing
         log.warning("verl.report_failed", error=f"{type(exc).__name__}: {exc}",
                     hint=f"beyondagent report {run_dir} draws it again")

@@ -105,5 +105,10 @@ def test_a_verl_run_gets_the_same_report(tmp_path) -> None:
         verl_line = {"critic/score/mean": 0.1 * step, "response_length/mean": 10.0 + step, "actor/entropy": 2.0,
                      "actor/pg_clipfrac": 0.05, "actor/grad_norm": 1.0, "training/epoch": 0}
         append_jsonl(tmp_path / "metrics.jsonl", [{"step": step, "time": float(step), **metric_map.map_step(verl_line)}])
-    page = write_run_report(tmp_path).read_text()
+    from types import SimpleNamespace
+
+    from beyondagent_core.plugins import PluginManager, Switches
+
+    run = SimpleNamespace(run_dir=tmp_path, manager=PluginManager(Switches(allow={"report"})).load())
+    page = write_run_report(run).read_text()  # drawn by beyondagent-plugin-report, through the core's hook
     assert "Reward" in page and page.count("data:image/png;base64,") >= 2

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from beyondagent_core.errors import RunError
-from beyondagent_core.eval.evaluation import EvalError, resolve_checkpoint
+from beyondagent_plugin_report.eval.evaluation import EvalError, resolve_checkpoint
 from beyondagent_core.plugins import PluginManager, Switches
 from beyondagent_core.registry import Registry
 

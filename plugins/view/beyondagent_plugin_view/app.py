@@ -418,7 +418,7 @@ def report_panels(run_dir: Path, records: list[dict[str, Any]]) -> list[Any]:
         import matplotlib  # noqa: F401
     except ImportError:
         return []
-    from beyondagent_core.report import draw_panels, merge_by_step
+    from beyondagent_plugin_report.report import draw_panels, merge_by_step
 
     key = (found.st_mtime_ns, found.st_size)
     cached = _PANELS.get(run_dir)

@@ -1,4 +1,4 @@
-"""The numbers `beyondagent eval` reports (beyondagent_core.eval.stats), against hand computations."""
+"""The numbers `beyondagent eval` reports (beyondagent_plugin_report.eval.stats), against hand computations."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from beyondagent_core.eval.stats import Sample, by_origin, pass_at, pass_points, summarize
+from beyondagent_plugin_report.eval.stats import Sample, by_origin, pass_at, pass_points, summarize
 
 
 def samples(task: str, outcomes: list[float], origin: str = "original", turns: int = 2) -> list[Sample]:

@@ -11,12 +11,14 @@ import json
 from typing import Any
 
 from beyondagent_core.arguments import SEED, add_profile_option, number
-from beyondagent_core.eval.settings import CONCURRENCY_MAX, K_MAX, LIMIT_MAX, SPLITS, TEMPERATURE_MAX
+from beyondagent_plugin_report.eval.settings import CONCURRENCY_MAX, K_MAX, LIMIT_MAX, SPLITS, TEMPERATURE_MAX
 
 
-def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    text = "Evaluate a model on a split of a spec's tasks: avg@k, best@k, pass@k, without training."
-    parser = commands.add_parser("eval", parents=[common], help=text, description=text)
+EVAL_SUMMARY = "Evaluate a model on a split of a spec's tasks: avg@k, best@k, pass@k, without training."
+
+
+def add_eval_arguments(parser: argparse.ArgumentParser) -> Any:
+    """The `eval` command's arguments on its parser (the commands hook's factory); its handler."""
     parser.add_argument("spec", help="the spec YAML file (its tasks, env, workflow and judges are used)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dot-list overrides of the spec")
     model = parser.add_mutually_exclusive_group(required=True)
@@ -40,12 +42,13 @@ def add_eval_parser(commands: argparse._SubParsersAction, common: argparse.Argum
     parser.add_argument("--out", help="where to write (default: the run directory's eval/<split>-k<k>-<hash>)")
     parser.add_argument("--dry-run", action="store_true", help="say what would run, run nothing")
     add_profile_option(parser)
+    return run_eval_command
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from beyondagent_core.eval import evaluation
+    from beyondagent_plugin_report.eval import evaluation
     from beyondagent_core import pipeline
     from beyondagent_core.llm import LLMConfig
     from beyondagent_core.logs import configure_logging
@@ -85,8 +88,8 @@ def run_eval_command(args: argparse.Namespace) -> int:
 
 def _settings(args: argparse.Namespace) -> Any:
     from beyondagent_core.checks import FieldRangeError
-    from beyondagent_core.eval.evaluation import EvalError
-    from beyondagent_core.eval.settings import EvalSettings
+    from beyondagent_plugin_report.eval.evaluation import EvalError
+    from beyondagent_plugin_report.eval.settings import EvalSettings
 
     try:
         return EvalSettings(split=args.split, k=args.k, temperature=args.temperature, limit=args.limit,

@@ -5,6 +5,6 @@
 - `page`: eval.html;
 - `command`: the command's arguments and printed summary.
 
-Nothing is imported here: the CLI imports `command` at start-up, which imports the rest only when
-an eval runs.
+Nothing is imported here: the CLI imports `command` when `beyondagent eval` is asked for, which
+imports the rest only when an eval runs.
 """

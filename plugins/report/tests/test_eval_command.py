@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
 PLUGINS = "gym,mixers,torch"
 
@@ -103,7 +103,7 @@ def test_episodes_are_made_only_as_workers_free_up() -> None:
     """tasks x k episodes (up to 1024 per task) are never a list, nor coroutines all at once."""
     import asyncio
 
-    from beyondagent_core.eval.evaluation import run_pool
+    from beyondagent_plugin_report.eval.evaluation import run_pool
 
     taken, running, most, taken_at_first_finish = 0, 0, 0, None
 

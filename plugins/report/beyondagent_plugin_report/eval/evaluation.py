@@ -7,7 +7,7 @@ OpenAI-compatible endpoint. Every finished episode is appended to `episodes.json
 directory, so an interrupted eval resumes where it stopped; the directory's name holds a hash of
 what decides the numbers (model, split, k, temperature, task limit, the spec's tasks, env,
 workflow and judges), so changing any of them starts a new one. `eval.json` and `eval.html` hold
-the summary (`beyondagent_core.eval.stats`), per origin and per task.
+the summary (`beyondagent_plugin_report.eval.stats`), per origin and per task.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import attrs
 
 from beyondagent_core.context import RunContext, RunInfo
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
-from beyondagent_core.eval.settings import EvalSettings
-from beyondagent_core.eval.stats import Sample, by_group, by_origin, summarize, task_row
+from beyondagent_plugin_report.eval.settings import EvalSettings
+from beyondagent_plugin_report.eval.stats import Sample, by_group, by_origin, summarize, task_row
 from beyondagent_core.jsonl import BadRecords, append_jsonl, cut_torn_tail
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
 from beyondagent_core.logs import get_logger
@@ -209,7 +209,7 @@ async def check_endpoint(llm: ChatLLM, model: ModelChoice) -> None:
 def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, out: Path | None = None,
              show_progress: bool = True) -> dict[str, Any]:
     """Run the eval (resuming), write eval.json and eval.html, return eval.json's content."""
-    from beyondagent_core.eval.page import write_page
+    from beyondagent_plugin_report.eval.page import write_page
 
     spec = session.spec
     tasks = load_split(session, settings.split, settings.limit)

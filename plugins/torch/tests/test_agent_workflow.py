@@ -45,7 +45,7 @@ def agents_module(tmp_path: Path, source: str) -> str:
 
 
 def run_agents(entrypoint: str, *, tokenizer: Any = None, timeout: float = 60, group: int = 2,
-               tasks: list[Task] = TASKS) -> tuple[list[Any], list[tuple[list[int], list[int]]]]:
+               tasks: list[Task] = TASKS, **options: Any) -> tuple[list[Any], list[tuple[list[int], list[int]]]]:
     """Roll out every task `group` times with the agent; returns the episodes and what the scheduler
     sampled: (prompt ids, sampled ids) of every request."""
     model, tiny = loaded_policy("tiny")
@@ -61,7 +61,7 @@ def run_agents(entrypoint: str, *, tokenizer: Any = None, timeout: float = 60, g
         return ids, logprobs
 
     scheduler.generate = recording
-    workflow = AgentWorkflow(AgentConfig(entrypoint=entrypoint, timeout=timeout))
+    workflow = AgentWorkflow(AgentConfig(entrypoint=entrypoint, timeout=timeout, **options))
     runner = EpisodeRunner(workflow, make_env=lambda: FrozenLake(FrozenLakeConfig(size=2, max_steps=4)))
     jobs = [(g, task) for g, task in enumerate(tasks) for _ in range(group)]
     episodes = asyncio.run(rollout(jobs, runner=runner, scheduler=scheduler, template=template,
@@ -199,6 +199,18 @@ def posts_nan(task, llm_base_url, env, api_key):
 def sends_no_key(task, llm_base_url, env, api_key):
     ask(llm_base_url, "unused")
 
+def asks_three_choices(task, llm_base_url, env, api_key):
+    OpenAI(base_url=llm_base_url, api_key=api_key, max_retries=0).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=2, n=3)
+    return 1.0
+
+def keeps_its_url_then_raises(task, llm_base_url, env, api_key):
+    import json, os
+    ask(llm_base_url, api_key)
+    with open(os.environ["AGENT_URL_FILE"], "a") as handle:
+        handle.write(json.dumps([llm_base_url, api_key]) + "\\n")
+    raise RuntimeError("the agent broke")
+
 def sends_the_query(task, llm_base_url, env, api_key):
     OpenAI(base_url=llm_base_url, api_key=api_key).chat.completions.create(
         model="m", messages=[{"role": "user", "content": task.query}], max_tokens=2)
@@ -244,6 +256,30 @@ def test_a_failing_agent_is_an_episode_error_with_its_cause(tmp_path: Path, func
     # why each leaves its group's statistics (advantage/dropped_<reason>)
     reason = "timeout" if function == "hangs" else "error"
     assert [failure_of(e.trajectory, trainable=e.trainable) for e in episodes] == [reason] * len(episodes)
+
+
+def test_the_workflows_max_n_reaches_each_episodes_gateway(tmp_path: Path) -> None:
+    entrypoint = f"{agents_module(tmp_path, FAILING_AGENTS)}:asks_three_choices"
+    episodes, _ = run_agents(entrypoint, group=1, max_n=2)
+    assert all("BadRequestError" in (e.trajectory.error or "") and "at most 2 choices (workflow.max_n)"
+               in (e.trajectory.error or "") for e in episodes), [e.trajectory.error for e in episodes]
+    episodes, _ = run_agents(entrypoint, group=1)  # the default (4) lets three through
+    assert all(e.trajectory.error is None for e in episodes), [e.trajectory.error for e in episodes]
+
+
+def test_an_episode_whose_agent_raised_is_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openai
+
+    urls = tmp_path / "urls.jsonl"
+    monkeypatch.setenv("AGENT_URL_FILE", str(urls))
+    episodes, _ = run_agents(f"{agents_module(tmp_path, FAILING_AGENTS)}:keeps_its_url_then_raises", group=1)
+    assert all("the agent broke" in (e.trajectory.error or "") for e in episodes)
+    for line in urls.read_text().splitlines():
+        base_url, key = json.loads(line)
+        with pytest.raises(openai.APIStatusError) as caught:  # its URL takes no more calls
+            openai.OpenAI(base_url=base_url, api_key=key, max_retries=0).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "again"}], max_tokens=2)
+        assert caught.value.status_code == 410
 
 
 @pytest.mark.parametrize("function", ["sends_the_query", "swallows_the_refusal"])

@@ -181,6 +181,16 @@ def test_a_lagging_run_trains_on_the_versions_of_its_schedule(run_spec, test_env
 
 
 @pytest.mark.beyondagent_plugins("torch", "mixers")
+def test_rollout_is_false_turns_the_lag_correction_off(run_spec, test_envs, tmp_path) -> None:
+    """An asynchronous run corrects its lag with importance weights unless `backend.rollout_is: false`."""
+    spec = word_game_spec(tmp_path, total_steps=3, rollout_mode="one_step_off", rollout_is=False)
+    spec["tasks"].pop("val")
+    records = [r for r in read_metrics(run_spec(spec).run_dir) if r["step"] > 0]
+    assert len(records) == 3 and records[-1][metric_names.ROLLOUT_STALENESS] == 1  # it did lag
+    assert not any("rollout_corr/rollout_is_mean" in r for r in records)
+
+
+@pytest.mark.beyondagent_plugins("torch", "mixers")
 @pytest.mark.parametrize("mode", ["one_step_off", "sync"])
 def test_env_calls_of_the_next_batch_run_before_the_update_ends(run_spec, test_envs, tmp_path, monkeypatch,
                                                                 mode) -> None:

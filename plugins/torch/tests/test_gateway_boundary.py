@@ -189,6 +189,24 @@ def test_calls_in_flight_past_the_episode_s_limit_get_429() -> None:
     assert len(episode.calls) == 3
 
 
+def test_an_episode_closed_while_a_call_generates_records_nothing_of_it() -> None:
+    """The workflow ends the episode (its agent timed out) while a call is being answered: the call
+    gets a 410 when its tokens come back, and nothing of it reaches the episode's samples."""
+    with scripted_endpoint() as (episode, endpoint, generator, loop):
+        generator.hold(loop.loop)
+        llm = client(endpoint, timeout=30)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            held = pool.submit(llm.chat.completions.create, model="m", messages=HI)
+            while not generator.asked:
+                threading.Event().wait(0.01)
+            episode.close()  # what `Gateway.close` does to the episode
+            generator.release()
+            with pytest.raises(openai.APIStatusError) as caught:
+                held.result(30)
+        assert caught.value.status_code == 410 and "ended while this call was being answered" in str(caught.value)
+    assert episode.calls == [] and episode.samples == []
+
+
 def test_n_past_the_episode_s_limit_is_a_400() -> None:
     with scripted_endpoint(max_n=2) as (episode, endpoint, generator, _loop):
         with pytest.raises(openai.BadRequestError, match=r"n=3: .* at most 2 choices \(workflow.max_n\)"):

@@ -61,3 +61,10 @@ def test_an_estimator_answers_the_same_on_records_and_the_answer_is_cut_to_the_r
     assert any(piece.any() for piece in pieces)
     with pytest.raises(ValueError, match="11 response tokens"):
         response_advantages(got.per_token[:1], records[:1], [11])
+
+
+def test_a_span_starting_where_verls_response_ends_makes_no_step() -> None:
+    # verl kept 10 prompt + 5 response tokens: a model turn starting at token 15 is not in the sample
+    record = advantage_record(episode(3, 1.0, "Action: down"), [(10, 13), (15, 18)], prompt_length=10,
+                              response_length=5)
+    assert [step[:2] for step in record["steps"]] == [[10, 13]]

@@ -8,9 +8,7 @@ module is imported only when a spec selects its component.
 from __future__ import annotations
 
 from beyondagent_core import RewardSpec, SummarizerSpec, TaskFilterSpec, hookimpl
-from beyondagent_plugin_llm.feasibility import LLMFeasibilityConfig
-from beyondagent_plugin_llm.judge import LLMJudgeConfig
-from beyondagent_plugin_llm.summarizer import LLMSummarizerConfig
+from beyondagent_plugin_llm.config import LLMFeasibilityConfig, LLMJudgeConfig, LLMSummarizerConfig
 
 __all__ = ["beyondagent_rewards", "beyondagent_summarizers", "beyondagent_task_filters"]
 

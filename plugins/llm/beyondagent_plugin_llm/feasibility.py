@@ -9,7 +9,7 @@ reference with no LLM.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -17,35 +17,11 @@ from beyondagent_core.errors import RunError
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.runtime.replay import format_reference
 from beyondagent_core.types import Task
-from beyondagent_plugin_synthesis.feasibility import WHERE, EpisodeRunnerLike, Feasibility, FeasibilityConfig
+from beyondagent_plugin_llm.config import LLMFeasibilityConfig
+from beyondagent_plugin_synthesis.feasibility import WHERE, EpisodeRunnerLike, Feasibility
 
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
-
-SOLVERS: tuple[str, ...] = ("llm", "replay")
-
-
-def _solver(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if value not in SOLVERS:
-        raise ValueError(f"{attribute.name} must be one of {', '.join(SOLVERS)}, got {value!r}")
-
-
-def _hint_template(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if "{reference}" not in value:
-        raise ValueError(f"{attribute.name} must contain '{{reference}}', got {value!r}")
-
-
-@attrs.define
-class LLMFeasibilityConfig(FeasibilityConfig):
-    """`solver`: `llm` (solve with the reference as a hint) or `replay` (replay the reference,
-    no LLM). `attempts`: runs per task; one success keeps it. `rewrite_reference`: replace a
-    kept task's reference with the successful run's actions. `concurrency`: episodes at once.
-    `hint`: appended to the query for the `llm` solver; `{reference}` is the reference.
-    """
-
-    solver: str = attrs.field(default="llm", validator=_solver)
-    hint: str = attrs.field(default="\n\nHint: a reference solution is:\n{reference}", validator=_hint_template)
-
 
 class LLMFeasibility(Feasibility):
     """The core's `Feasibility` plus the `llm` solver; `llm` overrides the run's chat LLM."""

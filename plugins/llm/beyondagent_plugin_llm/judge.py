@@ -20,27 +20,24 @@ import asyncio
 import hashlib
 import json
 import re
-import string
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from beyondagent_core.checks import number
 from beyondagent_core.errors import RunError
-from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
+from beyondagent_core.llm import LLMError, OpenAIChat
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
+from beyondagent_plugin_llm.config import LLMJudgeConfig
 
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
 
 log = get_logger("beyondagent.llm_judge")
 
-MODES = ("binary", "score")
-PLACEHOLDERS = ("query", "reference", "transcript", "instructions")
 CACHE_ENTRIES = 100_000
 RAW_CHARS_KEPT = 400
 
@@ -70,47 +67,6 @@ INSTRUCTIONS = {
     "score": "Think briefly about how much of the task the agent accomplished, then end your answer with "
              "<score>S</score>, where S is a number from 0 (nothing) to 1 (fully accomplished).",
 }
-
-
-def _check_mode(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if value not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {value!r}")
-
-
-_check_k = number(ge=1, le=1000, why="time: each judgement is an LLM call for every episode")
-_check_threshold = number(ge=0, le=1, why="meaning: a judgement's score is from 0 to 1")
-
-
-def _check_prompt(instance: Any, attribute: attrs.Attribute, value: str | None) -> None:
-    if value is None:
-        return
-    try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
-    except ValueError as exc:
-        raise ValueError(f"prompt is not a valid template ({exc}); write literal braces as {{{{ and }}}}") from None
-    unknown = sorted(fields - set(PLACEHOLDERS))
-    if unknown:
-        raise ValueError(f"prompt has unknown placeholder(s) {', '.join('{' + f + '}' for f in unknown)}; "
-                         f"available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
-    if "transcript" not in fields:
-        raise ValueError("prompt must contain {transcript}, or the judge never sees the episode")
-
-
-@attrs.define
-class LLMJudgeConfig:
-    """`llm`: the judge's endpoint and sampling (unset: the spec's `llm`). `mode`: `binary` (yes/no) or `score` (0..1).
-
-    `k` judgements are averaged; `success` is `score >= threshold`. `cache` keeps rewards by
-    task + trajectory + these settings. `prompt` replaces the user prompt: a template with
-    `{query}`, `{reference}`, `{transcript}` and `{instructions}` (the verdict format for `mode`).
-    """
-
-    llm: LLMConfig | None = None
-    mode: str = attrs.field(default="binary", validator=_check_mode)
-    k: int = attrs.field(default=1, validator=_check_k)
-    threshold: float = attrs.field(default=0.5, validator=_check_threshold)
-    cache: bool = True
-    prompt: str | None = attrs.field(default=None, validator=_check_prompt)
 
 
 @attrs.frozen

@@ -25,22 +25,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
-
-from beyondagent_core.checks import (
-    MAX_TEMPERATURE,
-    MAX_TOKENS,
-    MAX_TURNS,
-    TEMPERATURE_WHY,
-    TOKENS_WHY,
-    TURNS_WHY,
-    number,
-)
 from beyondagent_core.errors import RunError
-from beyondagent_core.llm import LLMConfig, OpenAIChat
+from beyondagent_core.llm import OpenAIChat
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.types import Task, Trajectory, Turn
+from beyondagent_plugin_llm.config import LLMSummarizerConfig
 
 log = get_logger("beyondagent.llm_summarizer")
 
@@ -65,27 +55,6 @@ that accomplish it, in order, as the agent wrote them"}
 </task>
 
 `confidence` (0 to 1) is how sure you are that the action sequence accomplishes the task."""
-
-
-@attrs.define
-class LLMSummarizerConfig:
-    """`task_summary_history_length`: how many of the last action/observation pairs the LLM sees
-    (0: all). `max_tasks`: the most tasks kept from one exploration. `entities`, `operations`,
-    `difficulty`: an optional profile of the environment, put in the prompt. `temperature`,
-    `max_tokens`: sampling for the summarizer call (None: the client's). `llm`: a model of its
-    own; None uses the LLM the exploration stage hands in (the explorer's).
-    """
-
-    task_summary_history_length: int = attrs.field(default=10, validator=number(ge=0, le=MAX_TURNS, why=TURNS_WHY))
-    max_tasks: int = attrs.field(default=3, validator=number(ge=1, le=MAX_TURNS, why="time: every task is checked "
-                                                                                     "and explored"))
-    entities: list[str] = attrs.field(factory=list)
-    operations: list[str] = attrs.field(factory=list)
-    difficulty: str | None = None
-    temperature: float | None = attrs.field(default=None, validator=number(ge=0, le=MAX_TEMPERATURE,
-                                                                           why=TEMPERATURE_WHY))
-    max_tokens: int | None = attrs.field(default=None, validator=number(ge=1, le=MAX_TOKENS, why=TOKENS_WHY))
-    llm: LLMConfig | None = None
 
 
 class LLMSummarizer:

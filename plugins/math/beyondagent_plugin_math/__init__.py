@@ -74,7 +74,7 @@ def beyondagent_rewards() -> list[RewardSpec]:
                    summary="A format reward: the final turn states its answer in \\boxed{}."),
     ]
     try:
-        from beyondagent_plugin_math.llm_fallback import MathAnswerOrLLMConfig
+        from beyondagent_plugin_math.fallback_config import MathAnswerOrLLMConfig
     except ImportError as exc:  # without beyondagent-plugin-llm's judge: everything else still works
         log.debug("math.llm_fallback.unavailable", error=str(exc))
     else:

@@ -17,24 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
-from beyondagent_plugin_llm.judge import LLMJudge, LLMJudgeConfig
+from beyondagent_plugin_llm.judge import LLMJudge
 
 from beyondagent_core.types import Reward, Task, Trajectory
 from beyondagent_plugin_math.config import MathAnswerConfig
+from beyondagent_plugin_math.fallback_config import MathAnswerOrLLMConfig
 from beyondagent_plugin_math.judges import MathAnswerJudge
 
 FALLBACK_STATUSES = ("no_answer", "undecided")
-
-
-@attrs.define
-class MathAnswerOrLLMConfig(MathAnswerConfig):
-    """`math_answer`'s keys, plus `llm_judge`: the LLM judge's block.
-
-    `llm_judge` takes the keys of the `llm_judge` reward: `llm: {model, base_url,
-    api_key_env}` (unset: the spec's `llm`), `mode`, `k`, `threshold`, `prompt`.
-    """
-
-    llm_judge: LLMJudgeConfig = attrs.field(factory=LLMJudgeConfig)
 
 
 class MathAnswerOrLLMJudge:

@@ -25,23 +25,22 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
-from beyondagent_core.checks import CONCURRENCY_WHY, MAX_CONCURRENCY, MAX_RETRIES, RETRIES_WHY, number
 from beyondagent_core.errors import RunError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM
 from beyondagent_core.runtime.replay import ReplayLLM, reference_actions
 from beyondagent_core.types import Task, Trajectory
+from beyondagent_plugin_synthesis.config import FeasibilityConfig
 
 if TYPE_CHECKING:
     from beyondagent_core.context import RunContext
 
 log = get_logger("beyondagent.feasibility")
 
-SOLVERS: tuple[str, ...] = ("replay",)  # the llm solver: beyondagent-plugin-llm
 WHERE = "explore.filters (feasibility)"
 
 
@@ -49,24 +48,6 @@ class EpisodeRunnerLike(Protocol):
     """What the filter needs from the run: `RunContext.episode_runner()`."""
 
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory: ...
-
-
-def _solver(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if value not in SOLVERS:
-        raise ValueError(f"{attribute.name} must be one of {', '.join(SOLVERS)}, got {value!r}")
-
-
-@attrs.define
-class FeasibilityConfig:
-    """`solver`: `replay` (replay the reference, no LLM). `attempts`: runs per task; one success
-    keeps it. `rewrite_reference`: replace a kept task's reference with the successful run's
-    actions. `concurrency`: episodes at once.
-    """
-
-    solver: str = attrs.field(default="replay", validator=_solver)
-    attempts: int = attrs.field(default=1, validator=number(ge=1, le=MAX_RETRIES, why=RETRIES_WHY))
-    rewrite_reference: bool = False
-    concurrency: int = attrs.field(default=8, validator=number(ge=1, le=MAX_CONCURRENCY, why=CONCURRENCY_WHY))
 
 
 class Feasibility:

@@ -172,6 +172,46 @@ def test_steps_are_not_retried_and_errors_name_the_problem() -> None:
         assert served.app.state.service.calls["step"] == 1
 
 
+def test_a_step_is_not_resent_even_when_the_service_says_retry() -> None:
+    """A step is not idempotent: a 503 marked retryable (a busy service) is an error, sent once, not retried."""
+    import http.server
+    import json
+    import threading
+
+    steps = []
+
+    class Busy(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            steps.append(self.path)
+            body = json.dumps({"success": False, "error": "busy", "retryable": True}).encode()
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = EnvServiceClient(f"http://127.0.0.1:{server.server_address[1]}",
+                                  options=ClientOptions(retries=3, backoff=0.01))
+        env = client.env("toy")
+        env.instance_id = "ba-held"  # as after a reset: the step goes to this instance
+
+        async def main() -> None:
+            with pytest.raises(EnvServiceError, match="503"):
+                await env.step({"role": "assistant", "content": "x"})
+
+        asyncio.run(main())
+    finally:
+        server.shutdown()
+    assert steps == ["/step"]
+
+
 def test_client_timeout_and_unreachable_service() -> None:
     with running_server() as served:
         client = EnvServiceClient(served.url, options=ClientOptions(timeout=0.2, retries=0))

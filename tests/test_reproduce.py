@@ -50,3 +50,11 @@ def test_the_model_digest_changes_with_any_weight_or_config_byte(tmp_path: Path)
     (model / "model.safetensors").write_bytes(b"\x00" * 999 + b"\x01")
     assert reproduce.model_digest(model)["sha256"] != first["sha256"]
     assert reproduce.model_digest("org/hub-model") == {"path": "org/hub-model", "sha256": None}
+
+
+def test_each_resume_keeps_every_earlier_record_flat(tmp_path: Path) -> None:
+    for seed in (1, 2, 3):
+        reproduce.write(tmp_path, seed=seed, packages={}, resume=True)
+    record = json.loads((tmp_path / "reproduce.json").read_text())
+    assert record["seed"] == 3 and [r["seed"] for r in record["earlier"]] == [1, 2]
+    assert not any("earlier" in r for r in record["earlier"])

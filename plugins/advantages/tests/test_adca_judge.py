@@ -79,6 +79,8 @@ def test_alpha_decays_and_grpo_takes_over_after_prm_steps(openai_server: Any) ->
     first = [values_per_step(r.per_token[0], win)[0] for r in (early, middle)]
     out = 1 / math.sqrt(2)
     assert first == pytest.approx([2 / math.sqrt(2) + out, 1 / math.sqrt(2) + out], rel=1e-4)
+    last = estimator.estimate(AdvantageBatch(episodes=(win, loss), step=4))  # prm_steps itself: still judged
+    assert last.metrics["active"] == 1 and last.metrics["alpha"] > 0
     requests = len(openai_server.requests)
     late = estimator.estimate(AdvantageBatch(episodes=(win, loss), step=5))
     assert late.metrics["active"] == 0 and len(openai_server.requests) == requests  # no judge past prm_steps

@@ -1,6 +1,7 @@
-"""Print the folders (under plugins/) of the first-party plugins a plugin's pyproject depends on.
+"""Print the folders (under plugins/) of the first-party plugins a plugin's pyproject depends on,
+directly or through another first-party plugin, those depended on first.
 
-Usage: python plugin_siblings.py plugins/torch   ->   advantages
+Usage: python plugin_siblings.py plugins/appworld   ->   synthesis llm
 Used by check_plugins_ship.sh, which installs them from this checkout before the plugin itself.
 """
 
@@ -12,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 
-def siblings(plugin_dir: Path) -> list[str]:
+def direct(plugin_dir: Path) -> list[str]:
     project = tomllib.loads((plugin_dir / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     found = []
     for requirement in project.get("dependencies", []):
@@ -22,6 +23,20 @@ def siblings(plugin_dir: Path) -> list[str]:
             if (plugin_dir.parent / folder / "pyproject.toml").is_file():
                 found.append(folder)
     return found
+
+
+def siblings(plugin_dir: Path) -> list[str]:
+    """Every first-party plugin `plugin_dir` needs, each after the ones it needs itself."""
+    ordered: list[str] = []
+
+    def visit(folder: str) -> None:
+        for needed in direct(plugin_dir.parent / folder):
+            if needed not in ordered:
+                visit(needed)
+                ordered.append(needed)
+
+    visit(plugin_dir.name)
+    return ordered
 
 
 if __name__ == "__main__":

@@ -371,9 +371,12 @@ def plot(family: Family, rows: list[dict], path: Path, args: argparse.Namespace)
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
+    same: dict[tuple[float, ...], list[str]] = {}  # arms whose curves coincide share one line and label
     for row in rows:
-        style = "--" if row["arm"].endswith("_free") else "-"
-        axes.plot(range(1, len(row["curve"]) + 1), row["curve"], style, label=row["arm"])
+        same.setdefault(tuple(round(v, 9) for v in row["curve"]), []).append(row["arm"])
+    for curve, arms in same.items():
+        style = "--" if all(arm.endswith("_free") for arm in arms) else "-"
+        axes.plot(range(1, len(curve) + 1), curve, style, label=" = ".join(arms))
     axes.axhline(args.threshold, color="grey", linestyle=":", linewidth=1)
     axes.set(xlabel="training step", ylabel=f"train success (moving avg {args.window}, mean of {args.seeds} seeds)",
              title=f"{family.title}, {args.model}", ylim=(0, 1))

@@ -63,7 +63,9 @@ def model_digest(directory: str | Path) -> dict[str, Any]:
 def command_line(argv: list[str]) -> list[str]:
     """The command as run, with a secret given on it masked: a `key=value` override whose last key
     looks secret (`llm.api_key=...`), and anything the log masks (a token's shape, a known secret)."""
-    out = [Path(argv[0]).name] if argv else []
+    # `python -m beyondagent_core.cli ...` is the same command as `beyondagent ...`
+    out = ["beyondagent" if argv and argv[0].endswith(("beyondagent_core/cli.py", "beyondagent_core\\cli.py"))
+           else Path(argv[0]).name] if argv else []
     for arg in argv[1:]:
         key, sep, _ = arg.partition("=")
         out.append(f"{key}={MASK}" if sep and is_secret_key(key.rsplit(".", 1)[-1]) else redact(arg))

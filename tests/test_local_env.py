@@ -135,7 +135,8 @@ def test_cancelled_episode_closes_after_the_running_step() -> None:
 
     async def go() -> None:
         task = asyncio.create_task(episode())
-        await asyncio.sleep(0.1)  # the step is now sleeping in its thread
+        while "step-start" not in env.events:  # the step is now sleeping in its thread
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -145,8 +146,22 @@ def test_cancelled_episode_closes_after_the_running_step() -> None:
     assert env.close_calls == 1
 
 
+class MeetingWalker(Walker):
+    """A walker whose step waits for the other envs' steps to be running too (a barrier): steps that
+    ran one after another would never meet, and the barrier's timeout would fail the test."""
+
+    def __init__(self, barrier: threading.Barrier):
+        super().__init__()
+        self.barrier = barrier
+
+    def step(self, action: dict) -> EnvStep:
+        self.barrier.wait(timeout=30)
+        return super().step(action)
+
+
 def test_blocking_steps_of_many_envs_overlap() -> None:
-    envs = [Walker(step_seconds=0.2) for _ in range(4)]
+    barrier = threading.Barrier(4)
+    envs = [MeetingWalker(barrier) for _ in range(4)]
 
     async def one(env: Walker) -> None:
         async with LocalAsyncEnv(env) as aenv:
@@ -156,9 +171,8 @@ def test_blocking_steps_of_many_envs_overlap() -> None:
     async def go() -> None:
         await asyncio.gather(*(one(env) for env in envs))
 
-    started = time.perf_counter()
-    asyncio.run(go())
-    assert time.perf_counter() - started < 0.6  # 4 x 0.2 s in sequence would be 0.8 s
+    asyncio.run(go())  # all four steps were in their threads at once: the barrier let them through
+    assert not barrier.broken and all(env.events == ["step-start", "step-end", "close"] for env in envs)
 
 
 def test_a_call_past_the_timeout_fails_its_episode_and_closes_the_env_when_it_returns() -> None:

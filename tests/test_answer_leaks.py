@@ -38,12 +38,25 @@ class RecordingPolicy:
 
 
 class RendersTheReference:
-    """A workflow with the bug: it shows the model the task's reference."""
+    """A workflow with the bug: it shows the model the task's reference with the task."""
 
     async def run(self, task: Task, env: Any, llm: Any) -> Trajectory:
-        messages = [{"role": "system", "content": f"Solve it. (Grader's answer: {task.ground_truth})"},
-                    {"role": "user", "content": task.query}]
+        messages = [{"role": "system", "content": "Solve it."},
+                    {"role": "user", "content": f"{task.query} (Grader's answer: {task.ground_truth})"}]
         return Trajectory(task=task, turns=[await llm.chat(messages)], reward=Reward(1.0, success=True))
+
+
+class InstructsWithAnAction:
+    """Fixed instructions that name an action a reference may start with (as AppWorld's do)."""
+
+    async def run(self, task: Task, env: Any, llm: Any) -> Trajectory:
+        messages = [{"role": "system", "content": "Start with print(apis.api_docs.show_app_descriptions())."},
+                    {"role": "user", "content": task.query}]
+        turns = [await llm.chat(messages)]
+        messages += [{"role": "assistant", "content": "x"},
+                     {"role": "user", "content": "Traceback: print(apis.api_docs.show_app_descriptions())"}]
+        turns.append(await llm.chat(messages))  # a later observation echoing code: the env's answer, not a leak
+        return Trajectory(task=task, turns=turns, reward=Reward(1.0, success=True))
 
 
 class ReplaysItsOwnActions:
@@ -94,6 +107,12 @@ def test_a_leaking_prompt_is_an_episode_error_the_model_never_sees(workflow: Any
     assert policy.prompts == []  # refused before the model was asked
     assert trajectory.error.startswith("AnswerLeak: the prompt of synthetic task synthetic/1 holds its reference")
     assert failure_of(trajectory) == "error"  # left out of its group, counted in advantage/dropped_error
+
+
+def test_fixed_instructions_and_later_observations_are_not_leaks() -> None:
+    task = synthetic("List my apps.", ground_truth=["print(apis.api_docs.show_app_descriptions())", "done()"])
+    trajectory, policy = run(InstructsWithAnAction(), task)
+    assert trajectory.error is None and len(policy.prompts) == 2
 
 
 def test_the_policys_own_turns_may_hold_it_and_original_tasks_are_not_checked() -> None:

@@ -6,14 +6,19 @@ reaches the prompt the policy answers — a summarizer that wrote the answer int
 workflow that renders `ground_truth` or `metadata`, an env that echoes it — the policy is graded
 on copying, and the run's success rates mean nothing (AgentEvolver's users asked for this check).
 
-`AnswerLeakGuard` checks every message the workflow sends, before the model sees it: the text of
-the non-assistant messages (the policy's own turns are its actions, and a replayed prefix of its
-stored success legitimately holds them) must not contain any distinctive piece of the reference
-or the rubric. Distinctive: at least `MIN_CHARS` characters after lower-casing and collapsing
-whitespace — a move (`left`) or a number appears in honest prompts. A leak is an episode error
-(`AnswerLeak: ...`): the episode is not trained on (failed episodes leave their groups), counted
-in `advantage/dropped_error`, and logged once per task. Experiences retrieved into the prompt are
-added below the workflow (`runtime.guidance`) and have their own guard (`val_mode`).
+`AnswerLeakGuard` checks the task as the policy is first shown it — the user (and tool) messages of
+the episode's first prompt, before the model sees them: they must not contain any distinctive piece
+of the reference or the rubric. Distinctive: at least `MIN_CHARS` characters after lower-casing and
+collapsing whitespace — a move (`left`) or a number appears in honest prompts. Not checked, because
+honest text holds the reference there: the system message (the workflow's or env's fixed
+instructions, the same for every task: AppWorld's names `apis.api_docs.show_app_descriptions()`,
+which many references start with), the policy's own turns (a replayed prefix of its stored success
+holds its actions), and later observations (the env's answers to the policy's actions; a traceback
+shows the code that failed). So a workflow that writes task fields into its system message, or an env
+that reveals the answer mid-episode, is not covered. A leak is an episode error (`AnswerLeak: ...`):
+the episode is not trained on (failed episodes leave their groups), counted in
+`advantage/dropped_error`, and logged once per task. Experiences retrieved into the prompt are added
+below the workflow (`runtime.guidance`) and have their own guard (`val_mode`).
 """
 
 from __future__ import annotations
@@ -79,12 +84,16 @@ class AnswerLeakGuard:
     def __init__(self, task: Task):
         self.task = task
         self.material = answer_material(task)
+        self.checked = False
 
     def check(self, messages: Any) -> None:
-        """Raise `AnswerLeak` when a non-assistant message holds a piece of the answer material."""
-        if not self.material:
+        """Raise `AnswerLeak` when the first prompt's user or tool messages hold a piece of the answer
+        material (later prompts are not checked: see the module)."""
+        if not self.material or self.checked:
             return
-        text = normalized("\n".join(content for role, content in map(_content, messages) if role != "assistant"))
+        self.checked = True
+        text = normalized("\n".join(content for role, content in map(_content, messages)
+                                    if role not in ("assistant", "system")))
         for piece in self.material:
             if piece in text:
                 shown = piece if len(piece) <= 60 else piece[:57] + "..."

@@ -63,6 +63,6 @@ def test_the_example_explores_synthesizes_mixes_and_trains(openai_server: Any, r
     by_origin = {origin: [s for s in samples if s["task"]["origin"] == origin] for origin in ("original", "synthetic")}
     assert by_origin["original"] and by_origin["synthetic"]  # samples.jsonl keeps a sample of each step's episodes
     assert all("checks passed" in s["reward"]["reason"] for s in by_origin["original"])  # the appworld judge
-    assert all(s["reward"]["reason"].startswith("llm_judge") for s in by_origin["synthetic"])
+    assert all(s["reward"]["reason"].startswith("llm_judge") for s in by_origin["synthetic"]), by_origin["synthetic"]
     assert result.metrics["steps"] == 1 and result.metrics["train/episode_errors"] == 0.0
     assert result.metrics["train/synthetic_fraction"] == pytest.approx(1 / 3)  # 2 originals + 1 synthetic

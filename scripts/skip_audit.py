@@ -20,6 +20,8 @@ EXPECTED: dict[str, str] = {
                                                       "examples_of (the lessons-only store)",
     r"takes no `index`": "the explorer contract's repeat test, for an explorer without an index",
     r"this machine has CUDA": "the CPU-only message cannot be shown on a CUDA machine",
+    r"^needs CUDA$": "a CUDA-only check on a machine without a GPU (CI has none)",
+    r"needs a machine without CUDA": "a CPU-only check on a machine with a GPU",
     r"no chromium at": "the viewer's browser test: .ci/run installs chromium best-effort and warns when it cannot",
     r"no isolation on this machine": "the math sandbox's isolation needs unprivileged user namespaces, which a "
                                      "container may forbid",

@@ -41,23 +41,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from direction_game import DirectionGame, DirectionGameConfig, tasks  # noqa: E402
-from rollout_batching import Policy, Workload, episode_source, measure  # noqa: E402
+from rollout_batching import Policy, Workload, episode_source, load_tiny_policy, measure  # noqa: E402
 
 MODES = ("ours_kv", "ours_reprefill", "ours_continuous", "hf_eager")
-
-
-def load(model_name: str, device: str, dtype: str, threads: int) -> Policy:
-    import torch
-    from beyondagent_plugin_torch.models import load_policy
-    from beyondagent_plugin_torch.trainer import stop_token_ids
-
-    from beyondagent_core.runtime.tokens import ChatTemplate
-
-    if threads > 0:
-        torch.set_num_threads(threads)
-    model, tokenizer = load_policy(model_name, device=device, dtype=dtype)
-    template = ChatTemplate(tokenizer)
-    return Policy(model, tokenizer, template, stop_token_ids(model, tokenizer, template))
 
 
 def synchronize(policy: Policy) -> None:
@@ -149,7 +135,7 @@ def main(argv: list[str]) -> int:
     workload = Workload(episodes=args.episodes or (64 if cuda else 16), turns=args.turns, max_tokens=args.max_tokens)
     uneven = Workload(episodes=workload.episodes, turns=workload.turns, max_tokens=workload.max_tokens,
                       step_latency_ms=args.step_latency_ms)
-    policy = load(model, args.device, dtype, args.threads)
+    policy = load_tiny_policy(args.threads, model_name=model, device=args.device, dtype=dtype)
     device_name = "CPU"
     if cuda:
         import torch

@@ -135,14 +135,15 @@ class Measurement:
         return self.tokens / self.seconds
 
 
-def load_tiny_policy(threads: int) -> Policy:
+def load_tiny_policy(threads: int, *, model_name: str = "tiny", device: str = "cpu", dtype: str = "float32") -> Policy:
+    """The tiny model on the CPU (or `model_name` on `device` in `dtype`, as gpu_rollout.py loads it)."""
     import torch
     from beyondagent_plugin_torch.models import load_policy
     from beyondagent_plugin_torch.trainer import stop_token_ids
 
     if threads > 0:
         torch.set_num_threads(threads)
-    model, tokenizer = load_policy("tiny", device="cpu", dtype="float32")
+    model, tokenizer = load_policy(model_name, device=device, dtype=dtype)
     template = ChatTemplate(tokenizer)
     return Policy(model, tokenizer, template, stop_token_ids(model, tokenizer, template))
 

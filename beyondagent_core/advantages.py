@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -262,21 +262,25 @@ def finished_part(batch: AdvantageBatch) -> tuple[list[int], dict[str, float]]:
     fewer than two finished ones (the group is skipped: no baseline to compare against).
     """
     kept: list[int] = []
-    reasons = dict.fromkeys(FAILURE_REASONS, 0)
     skipped = 0
     for indices in batch.groups().values():
         finished = [i for i in indices if batch.episodes[i].failure is None]
-        for i in indices:
-            failure = batch.episodes[i].failure
-            if failure is not None:
-                reasons[failure if failure in reasons else "error"] += 1
         if skips_group(len(finished), len(indices)):
             skipped += 1
         else:
             kept += finished
-    metrics = {DROPPED_EPISODES: float(sum(reasons.values())), DROPPED_GROUPS: float(skipped),
-               **{dropped_metric(reason): float(count) for reason, count in reasons.items()}}
-    return sorted(kept), metrics
+    return sorted(kept), dropped_counts((episode.failure for episode in batch.episodes), skipped)
+
+
+def dropped_counts(failures: Iterable[str | None], skipped_groups: int) -> dict[str, float]:
+    """The dropped-episode metrics (relative names) of episodes with these `failures` (None: finished;
+    an unknown reason counts as `error`) and `skipped_groups` groups left without a baseline."""
+    reasons = dict.fromkeys(FAILURE_REASONS, 0)
+    for failure in failures:
+        if failure is not None:
+            reasons[failure if failure in reasons else "error"] += 1
+    return {DROPPED_EPISODES: float(sum(reasons.values())), DROPPED_GROUPS: float(skipped_groups),
+            **{dropped_metric(reason): float(count) for reason, count in reasons.items()}}
 
 
 def estimate_finished(estimator: Any, batch: AdvantageBatch, *, who: str) -> Advantages:

@@ -27,6 +27,7 @@ log = get_logger(__name__)
 REPRODUCE_FILE = "reproduce.json"
 # a model directory's files that make its behaviour: weights, config, tokenizer, chat template
 MODEL_FILES = (".safetensors", ".bin", ".gguf", ".pt", ".json", ".model", ".txt", ".jinja")
+DIGEST_MEMO = ".beyondagent-digest"  # no suffix of MODEL_FILES: not part of what it hashes
 
 
 def project_commit(start: Path | None = None) -> dict[str, Any]:
@@ -45,19 +46,33 @@ def project_commit(start: Path | None = None) -> dict[str, Any]:
 
 def model_digest(directory: str | Path) -> dict[str, Any]:
     """The model's directory, its files (those of `MODEL_FILES`) and one sha256 over their names and
-    contents, in name order: the same digest means the same model."""
+    contents, in name order: the same digest means the same model. Hashing a large model takes a while,
+    so the digest is kept next to the files (`DIGEST_MEMO`, with each file's size and mtime) and reused
+    while they are unchanged; a read-only directory is hashed again each time."""
     root = Path(directory)
     if not root.is_dir():  # a hub id or a single file: named, not hashed
         return {"path": str(directory), "sha256": None}
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in MODEL_FILES)
+    stamp = [[str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
+    found = {"path": str(root.resolve()), "files": len(files), "bytes": sum(size for _, size, _ in stamp)}
+    memo = root / DIGEST_MEMO
+    try:
+        saved = json.loads(memo.read_text(encoding="utf-8"))
+        if saved.get("stamp") == stamp:
+            return {**found, "sha256": saved["sha256"]}
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root)).encode())
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
-    return {"path": str(root.resolve()), "files": len(files), "bytes": sum(p.stat().st_size for p in files),
-            "sha256": digest.hexdigest()}
+    try:
+        memo.write_text(json.dumps({"stamp": stamp, "sha256": digest.hexdigest()}), encoding="utf-8")
+    except OSError:
+        pass
+    return {**found, "sha256": digest.hexdigest()}
 
 
 def command_line(argv: list[str]) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,7 +48,10 @@ def test_the_model_digest_changes_with_any_weight_or_config_byte(tmp_path: Path)
     assert first["files"] == 2 and first["bytes"] == 1000 + len('{"hidden_size": 8}')
     (model / "notes.md").write_text("edited")
     assert reproduce.model_digest(model)["sha256"] == first["sha256"]
-    (model / "model.safetensors").write_bytes(b"\x00" * 999 + b"\x01")
+    weights = model / "model.safetensors"
+    mtime = weights.stat().st_mtime_ns
+    weights.write_bytes(b"\x00" * 999 + b"\x01")
+    os.utime(weights, ns=(mtime + 1000, mtime + 1000))  # a rewrite has a later mtime, even on a coarse clock
     assert reproduce.model_digest(model)["sha256"] != first["sha256"]
     assert reproduce.model_digest("org/hub-model") == {"path": "org/hub-model", "sha256": None}
 
@@ -58,3 +62,16 @@ def test_each_resume_keeps_every_earlier_record_flat(tmp_path: Path) -> None:
     record = json.loads((tmp_path / "reproduce.json").read_text())
     assert record["seed"] == 3 and [r["seed"] for r in record["earlier"]] == [1, 2]
     assert not any("earlier" in r for r in record["earlier"])
+
+
+def test_the_digest_is_kept_next_to_the_model_and_reused_while_its_files_are_unchanged(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"\x00" * 64)
+    first = reproduce.model_digest(model)
+    memo = json.loads((model / reproduce.DIGEST_MEMO).read_text())
+    assert memo["sha256"] == first["sha256"] and reproduce.model_digest(model) == first  # the memo is not hashed
+    (model / reproduce.DIGEST_MEMO).write_text(json.dumps({**memo, "sha256": "from-the-memo"}))
+    assert reproduce.model_digest(model)["sha256"] == "from-the-memo"  # read, not recomputed
+    (model / "model.safetensors").write_bytes(b"\x01" * 65)
+    assert reproduce.model_digest(model)["sha256"] not in ("from-the-memo", first["sha256"])  # a change rehashes

@@ -12,10 +12,8 @@ import math
 import numbers
 from typing import Any
 
-from beyondagent_core.advantages import FAILURE_REASONS
+from beyondagent_core.advantages import dropped_counts
 from beyondagent_core.metric_names import (
-    ADVANTAGE_DROPPED_EPISODES,
-    ADVANTAGE_DROPPED_GROUPS,
     ADVANTAGE_PREFIX,
     EXPERIENCE_PREFIX,
     GATEWAY_CALLS_PER_EPISODE,
@@ -24,7 +22,6 @@ from beyondagent_core.metric_names import (
     TRAIN_SUCCESS_RATE_GUIDED,
     TRAIN_SUCCESS_RATE_PREFIXED,
     TRAIN_SUCCESS_RATE_UNGUIDED,
-    advantage_dropped,
 )
 
 # our name <- verl's name (first found wins)
@@ -120,13 +117,9 @@ def dropped_metrics(episodes: list[dict[str, Any]]) -> dict[str, float]:
     gated = [e for e in episodes if e.get("gated")]
     if not gated:
         return {}
-    reasons = dict.fromkeys(FAILURE_REASONS, 0)
-    for e in gated:
-        if e.get("dropped"):
-            reasons[e["dropped"] if e["dropped"] in reasons else "error"] += 1
-    return {ADVANTAGE_DROPPED_EPISODES: float(sum(reasons.values())),
-            ADVANTAGE_DROPPED_GROUPS: float(len({e["group_skipped"] for e in gated if e.get("group_skipped")})),
-            **{advantage_dropped(reason): float(count) for reason, count in reasons.items()}}
+    counts = dropped_counts((e.get("dropped") or None for e in gated),
+                            len({e["group_skipped"] for e in gated if e.get("group_skipped")}))
+    return {ADVANTAGE_PREFIX + name: value for name, value in counts.items()}
 
 
 def val_experience_metrics(val: list[dict[str, Any]]) -> dict[str, float]:

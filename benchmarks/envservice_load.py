@@ -78,7 +78,7 @@ class ActorPerEpisodeHost:
     def __init__(self) -> None:
         import ray
 
-        from beyondagent_core.envservice.ray_instances import EnvHostActor
+        from beyondagent_plugin_envservice.ray_instances import EnvHostActor
 
         self.ray = ray
         self.actor_cls = ray.remote(EnvHostActor).options(num_cpus=1)
@@ -109,8 +109,8 @@ class ActorPerEpisodeHost:
 
 
 def run_server(port_file: str, ttl: float, max_instances: int, instances: str) -> None:
-    from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
-    from beyondagent_core.envservice.server import bind, create_app, serve, url_of
+    from beyondagent_plugin_envservice.instances import InstancePool, PoolLimits, ThreadHost
+    from beyondagent_core.serving import bind, create_app, serve, url_of
     from beyondagent_core.logs import configure_logging
 
     configure_logging(level="warning")
@@ -119,7 +119,7 @@ def run_server(port_file: str, ttl: float, max_instances: int, instances: str) -
 
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     if instances == "ray":
-        from beyondagent_core.envservice.ray_instances import RayHost, RayOptions
+        from beyondagent_plugin_envservice.ray_instances import RayHost, RayOptions
 
         host: Any = RayHost(TrivialEnv, RayOptions(num_cpus=0.25, envs_per_actor=8))
     elif instances == "ray-per-episode":
@@ -166,7 +166,7 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 async def load_clients(url: str, clients: int, seconds: float, steps: int) -> dict[str, Any]:
-    from beyondagent_core.envservice.client import EnvServiceClient
+    from beyondagent_plugin_envservice.client import EnvServiceClient
 
     client = EnvServiceClient(url)
     latencies: list[float] = []
@@ -265,7 +265,7 @@ async def soak_cycles(url: str, cycles: int, abandon_every: int) -> dict[str, in
     """Create/step/release cycles; every `abandon_every`-th episode is left without a release."""
     import httpx
 
-    from beyondagent_core.envservice.client import EnvServiceClient
+    from beyondagent_plugin_envservice.client import EnvServiceClient
 
     client = EnvServiceClient(url)
     counts = {"cycles": 0, "abandoned": 0, "errors": 0}
@@ -300,7 +300,7 @@ async def soak_cycles(url: str, cycles: int, abandon_every: int) -> dict[str, in
 def killed_client(url: str) -> None:
     """A client process that opens episodes and never finishes them (it is SIGKILLed)."""
     async def run() -> None:
-        from beyondagent_core.envservice.client import EnvServiceClient
+        from beyondagent_plugin_envservice.client import EnvServiceClient
 
         client = EnvServiceClient(url)
         envs = []

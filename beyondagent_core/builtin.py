@@ -2,14 +2,14 @@
 
 Listed as the plugin `builtin` of the distribution `beyondagent`: the task sources that read
 files, the `react` workflow, the `env` reward and the `export` backend. None of them
-asks an LLM. The `agent` workflow and its OpenAI-compatible gateway are beyondagent-plugin-gateway's;
+asks an LLM. The environment service (`env serve`, `env.service: launch | URL`, the `envservice`
+task source) is beyondagent-plugin-envservice's; the `agent` workflow and its OpenAI-compatible gateway are beyondagent-plugin-gateway's;
 task synthesis is a plugin's too: without an LLM beyondagent-plugin-synthesis (`hindsight`,
 `dedup`, `min_confidence`), with one beyondagent-plugin-llm (`llm`, `feasibility`, `llm_judge`).
 """
 
 from __future__ import annotations
 
-from beyondagent_core.envservice.source import EnvServiceSourceConfig
 from beyondagent_core.export import ExportConfig
 from beyondagent_core.hookspecs import hookimpl
 from beyondagent_core.records import (
@@ -37,12 +37,6 @@ def beyondagent_task_sources() -> list[TaskSourceSpec]:
             factory="beyondagent_core.sources.parquet:ParquetTaskSource",
             config_cls=ParquetSourceConfig,
             summary="Rows in verl's parquet schema (data_source, prompt, reward_model, extra_info).",
-        ),
-        TaskSourceSpec(
-            name="envservice",
-            factory="beyondagent_core.envservice.source:EnvServiceTaskSource",
-            config_cls=EnvServiceSourceConfig,
-            summary="Seed task ids of a split from a running environment service (/get_env_profile).",
         ),
     ]
 

@@ -4,11 +4,10 @@
     beyondagent explore SPEC [KEY=VALUE ...] [--force]
     beyondagent validate SPEC [KEY=VALUE ...]
     beyondagent plugins [--json | --requirements]
-    beyondagent env serve --env NAME [--config KEY=VALUE ...] [--port 8000] [--instances thread|ray]
     beyondagent venv list|build|path ...
-    beyondagent <plugin command> ...      (commands plugins add: `beyondagent eval SPEC ...` and
-                                          `report RUN_DIR` (beyondagent-plugin-report), `view RUN_DIR`,
-                                          `verl setup`)
+    beyondagent <plugin command> ...      (commands plugins add: `env serve --env NAME`
+                                          (beyondagent-plugin-envservice), `eval SPEC` and `report RUN_DIR`
+                                          (beyondagent-plugin-report), `view RUN_DIR`, `verl setup`)
     beyondagent --version
 
 A user error prints what was wrong, where and what to do, and exits with 2 (1 when a run
@@ -26,14 +25,13 @@ from typing import Any
 
 from beyondagent_core import __version__
 from beyondagent_core.arguments import add_spec_arguments
-from beyondagent_core.envservice.command import add_env_parser, run_env_command
 from beyondagent_core.errors import BeyondAgentError, PluginError
 from beyondagent_core.logs import configure_logging
 from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
-BUILTIN_COMMANDS = ("run", "explore", "validate", "plugins", "env", "venv")
+BUILTIN_COMMANDS = ("run", "explore", "validate", "plugins", "venv")
 # Commands first-party plugins add: typed without the plugin, each says what to install.
-PLUGIN_COMMANDS = {"view": "view", "verl": "verl", "appworld": "appworld", "model": "torch", "eval": "report",
+PLUGIN_COMMANDS = {"env": "envservice", "view": "view", "verl": "verl", "appworld": "appworld", "model": "torch", "eval": "report",
                    "report": "report"}
 
 
@@ -71,7 +69,6 @@ def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentPars
     output.add_argument("--json", action="store_true", help="machine-readable list of plugins")
     output.add_argument("--requirements", action="store_true",
                         help="pip requirement lines pinning every working plugin")
-    add_env_parser(commands, common)
     add_venv_parser(commands, common)
     handlers = add_plugin_commands(commands, common) if plugin_commands else {}
     return parser, handlers
@@ -120,16 +117,10 @@ def _ambiguous_command(name: str, providers: list[str]) -> Any:
 
 def _missing_command(name: str, plugin: str, record: Any) -> Any:
     """The handler of a first-party plugin's command when that plugin is not there (or not loaded)."""
+    from beyondagent_core.plugins import why_absent
+
     dist = f"beyondagent-plugin-{plugin}"
-    if record is None:
-        problem, hint = f"the plugin {dist} is not installed", f"pip install {dist}"
-    elif record.status == "disabled":
-        problem, hint = f"the plugin {plugin!r} is disabled: {record.error}", "enable it (BEYONDAGENT_PLUGINS / " \
-            "BEYONDAGENT_DISABLED_PLUGINS / BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD)"
-    elif record.status == "error":
-        problem, hint = f"the plugin {plugin!r} failed to load: {record.error}", "`beyondagent plugins -v` says why"
-    else:
-        problem, hint = f"the plugin {plugin!r} ({record.provider}) adds no such command", f"pip install -U {dist}"
+    problem, hint = why_absent(plugin, record, provides=f"command {name!r}")
 
     def handler(args: argparse.Namespace) -> int:
         raise PluginError(f"`beyondagent {name}` comes with {dist}; {problem}", hint=hint)
@@ -166,8 +157,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_plugins(args)
         if args.command == "validate":
             return cmd_validate(args)
-        if args.command == "env":
-            return run_env_command(args)
         if args.command == "explore":
             return cmd_explore(args)
         if args.command == "venv":

@@ -13,6 +13,7 @@ from beyondagent_core.envs.local import LocalEnvOpener
 from beyondagent_core.errors import PluginError, RunError, SpecError
 from beyondagent_core.judging import JudgeSelector, check_judge
 from beyondagent_core.logs import get_logger
+from beyondagent_core.plugins import why_absent
 from beyondagent_core.protocols import RunInfo, TrainingData  # noqa: F401 - their home before; backends import them here
 from beyondagent_core.registry import Registry
 from beyondagent_core.spec import POLICY_LLM, select_component
@@ -145,8 +146,6 @@ class RunContext:
                                     hint="set env.service: launch (or the URL of a running `beyondagent env serve`)")
                 self._env_opener = LocalEnvOpener(component.create, call_timeout=component.block.call_timeout)
             else:
-                from beyondagent_core.envservice.openers import remote_opener
-
                 config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
                 launch = launch_settings(self.registry, registered)
                 launch["args"] = (*launch["args"], *(str(arg) for arg in component.block.serve_args))
@@ -158,7 +157,15 @@ class RunContext:
                                         hint="start that server with --call-timeout SECONDS and remove "
                                              "env.call_timeout")
                     launch["call_timeout"] = component.block.call_timeout
-                self._env_opener = remote_opener(registered.name, service, where=where, config=config, launch=launch)
+                self._env_opener = self.manager.first_answer(
+                    "beyondagent_remote_env", env_name=registered.name, service=service, where=where,
+                    config=config, launch=launch)
+                if self._env_opener is None:
+                    problem, hint = why_absent("envservice", self.manager.records.get("envservice"),
+                                               provides="remote env opener")
+                    raise PluginError(f"env.service: {service} needs the environment service, which comes with "
+                                      f"beyondagent-plugin-envservice; {problem}", where=where,
+                                      hint=f"{hint}, or set env.service: local for an env that runs in-process")
         return self._env_opener
 
     def env_factory(self) -> EnvOpener:

@@ -30,7 +30,7 @@ import pluggy
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from beyondagent_core.protocols import RunInfo
+    from beyondagent_core.protocols import EnvOpener, RunInfo
     from beyondagent_core.records import (
         AdvantageSpec,
         BackendSpec,
@@ -404,6 +404,27 @@ def beyondagent_write_report(run_dir: Path, title: str | None, stopped: str | No
     """
 
 
+# --- envs somewhere else: one plugin opens them ------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def beyondagent_remote_env(env_name: str, service: str, where: str, config: dict[str, Any],
+                           launch: dict[str, Any]) -> EnvOpener | None:
+    """Open the env named `env_name` outside this process for `env.service` = `service` (`launch`,
+    or a service's `http(s)://` URL) and return the run's `EnvOpener`; the first plugin that answers
+    provides it (beyondagent-plugin-envservice does). `config` is the spec's env block; `launch` says
+    how to start a server for the run (`python`: the env's own venv, `args`, `call_timeout`); `where`
+    names the spec key for errors. The run closes the opener (`aclose()`) when it ends.
+
+    Example::
+
+        @hookimpl
+        def beyondagent_remote_env(env_name, service, where, config, launch):
+            if service.startswith("grpc://"):
+                return MyGrpcEnvOpener(service, env_name, config)
+    """
+
+
 REGISTRATION_HOOKS: dict[str, str] = {
     "task_source": "beyondagent_task_sources",
     "env": "beyondagent_envs",
@@ -427,5 +448,5 @@ LIFECYCLE_HOOKS: tuple[str, ...] = (
     "beyondagent_step_finished",
     "beyondagent_run_finished",
 )
-SERVICE_HOOKS: tuple[str, ...] = ("beyondagent_write_report",)
+SERVICE_HOOKS: tuple[str, ...] = ("beyondagent_write_report", "beyondagent_remote_env")
 """Hooks the first plugin to answer serves (`PluginManager.first_answer`)."""

@@ -279,6 +279,19 @@ class PluginManager:
         return [record for record in self.records.values() if record.status == "disabled"]
 
 
+def why_absent(plugin: str, record: PluginRecord | None, *, provides: str) -> tuple[str, str]:
+    """Why first-party plugin `plugin` gives nothing here, and what to do: (problem, hint)."""
+    dist = f"beyondagent-plugin-{plugin}"
+    if record is None:
+        return f"the plugin {dist} is not installed", f"pip install {dist}"
+    if record.status == "disabled":
+        return (f"the plugin {plugin!r} is disabled: {record.error}",
+                "enable it (BEYONDAGENT_PLUGINS / BEYONDAGENT_DISABLED_PLUGINS / BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD)")
+    if record.status == "error":
+        return f"the plugin {plugin!r} failed to load: {record.error}", "`beyondagent plugins -v` says why"
+    return f"the plugin {plugin!r} ({record.provider}) provides no {provides}", f"pip install -U {dist}"
+
+
 def _entry_points() -> list[metadata.EntryPoint]:
     """The group's entry points, one per (name, distribution), in a stable order."""
     seen: set[tuple[str, str]] = set()

@@ -32,6 +32,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     "beyondagent-plugin-synthesis": {"summarizer": ("hindsight",), "task_filter": ("dedup", "min_confidence")},
     "beyondagent-plugin-gateway": {"workflow": ("agent",)},
     "beyondagent-plugin-report": {"command": ("eval", "report")},
+    "beyondagent-plugin-envservice": {"task_source": ("envservice",), "command": ("env",)},
 }
 
 

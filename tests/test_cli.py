@@ -111,7 +111,7 @@ def test_plugins_json_shape(cli, make_dist) -> None:
         "name": "builtin", "distribution": "beyondagent", "version": "0.1.0",
         "entry_point": "beyondagent_core.builtin", "status": "ok", "error": None,
         "hooks": ["beyondagent_backends", "beyondagent_rewards", "beyondagent_task_sources", "beyondagent_workflows"],
-        "provides": {"task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"],
+        "provides": {"task_source": ["jsonl", "parquet"], "workflow": ["react"],
                      "backend": ["export"], "reward": ["env"]},
         "conflicts": {},
     }

@@ -149,3 +149,54 @@ def test_the_offline_synthesis_plugin_asks_no_llm() -> None:
     for path in sorted(package.glob("*.py")):
         clients = imported_modules(path) & {"beyondagent_core.llm", "openai"}
         assert not clients, f"{path.name} imports an LLM client {sorted(clients)}: LLM-based parts go in plugins/llm"
+
+
+def declared_plugins(plugin_dir: Path, seen: set[str] | None = None) -> set[str]:
+    """The first-party plugin packages `plugin_dir`'s pyproject requires, directly or through another."""
+    import re
+    import tomllib
+
+    seen = set() if seen is None else seen
+    project = tomllib.loads((plugin_dir / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for requirement in project.get("dependencies", []):
+        name = re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0).lower()
+        folder = name.removeprefix("beyondagent-plugin-").replace("-", "_")
+        if name.startswith("beyondagent-plugin-") and folder not in seen:
+            seen.add(folder)
+            declared_plugins(PLUGINS / folder, seen)
+    return {f"beyondagent_plugin_{folder}" for folder in seen}
+
+
+def required_imports(path: Path) -> set[str]:
+    """The modules `path` imports, less those imported under `try: ... except ImportError:` (an
+    optional use that says what to install when the other plugin is missing)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    optional = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+                isinstance(handler.type, ast.Name) and handler.type.id in ("ImportError", "ModuleNotFoundError")
+                for handler in node.handlers):
+            optional.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_a_plugin_imports_only_the_plugins_it_requires() -> None:
+    """What a plugin imports of another first-party plugin, its distribution declares (pip installs it):
+    e.g. appworld's launched env server is beyondagent-plugin-envservice's. An optional use, guarded by
+    `except ImportError` with a message saying what to install, is allowed."""
+    undeclared = {}
+    for package in sorted(PLUGINS.glob("*/beyondagent_plugin_*")):
+        allowed = declared_plugins(package.parent) | {package.name}
+        for name, path in sorted(modules(package).items()):
+            imported = {m.split(".")[0] for m in required_imports(path) if m.startswith("beyondagent_plugin_")}
+            if imported - allowed:
+                undeclared[name] = sorted(imported - allowed)
+    assert undeclared == {}

@@ -51,3 +51,44 @@ def test_the_view_plugin_adds_the_command(monkeypatch: pytest.MonkeyPatch, capsy
     entry_points(monkeypatch, view_entry_point("beyondagent_plugin_view"))
     assert cli.main(["view", "/no/such/run", "--no-browser"]) == 2
     assert "RUN_DIR /no/such/run does not exist" in capsys.readouterr().err
+
+
+def test_the_env_service_without_its_plugin_says_what_to_install(monkeypatch: pytest.MonkeyPatch, capsys,
+                                                                 tmp_path) -> None:
+    """`env serve` and a spec's `env.service: launch | URL` come with beyondagent-plugin-envservice: the
+    command and the run both say so (the run before it builds anything)."""
+    from beyondagent_core.context import RunContext, RunInfo
+    from beyondagent_core.errors import PluginError
+    from beyondagent_core.hookspecs import hookimpl
+    from beyondagent_core.records import EnvSpec
+
+    entry_points(monkeypatch)
+    assert cli.main(["env", "serve", "--env", "frozenlake"]) == 2
+    err = capsys.readouterr().err
+    assert "`beyondagent env` comes with beyondagent-plugin-envservice" in err
+    assert "hint: pip install beyondagent-plugin-envservice" in err
+
+    class Envs:  # an env registered inline: the run gets as far as asking for its remote opener
+        @hookimpl
+        def beyondagent_envs(self):
+            return [EnvSpec(name="line", factory="builtins:object", summary="an env")]
+
+    entry_points(monkeypatch, metadata.EntryPoint(name="mixers", value="beyondagent_plugin_mixers",
+                                                  group=plugins.ENTRY_POINT_GROUP))  # the spec's default mixer
+    manager = plugins.PluginManager().load()
+    manager.register(Envs(), "inline", distribution="inline-test-plugin", version="0")
+    from beyondagent_core import pipeline
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("run: {name: r, output_dir: runs}\ntasks: {train: {name: jsonl, path: t.jsonl}}\n"
+                    "env: {name: line, service: launch}\nbackend: {name: export}\n")
+    (tmp_path / "t.jsonl").write_text('{"task_id": "a", "env": "line"}\n')
+    session = pipeline.prepare(spec, [], manager=manager)
+    context = RunContext(spec=session.spec, manager=manager,
+                         info=RunInfo(name="r", run_dir=tmp_path / "runs" / "r", seed=0, spec={}))
+    with pytest.raises(PluginError, match="env.service: launch needs the environment service, which comes with "
+                                          "beyondagent-plugin-envservice; the plugin beyondagent-plugin-envservice "
+                                          "is not installed") as raised:
+        context.env_opener()
+    assert raised.value.hint.startswith("pip install beyondagent-plugin-envservice")
+    assert raised.value.where.endswith("key env.service")

@@ -195,7 +195,7 @@ def test_builtin_is_always_there(dists: Path) -> None:
         assert record.status == "ok"
         assert record.provider == f"beyondagent {__version__} (builtin)" == "beyondagent 0.1.0 (builtin)"
         assert record.provides == {
-            "task_source": ["jsonl", "parquet", "envservice"], "workflow": ["react"], "backend": ["export"],
+            "task_source": ["jsonl", "parquet"], "workflow": ["react"], "backend": ["export"],
             "reward": ["env"],
         }
 

@@ -41,7 +41,7 @@ def server(world_root: Path, appworld_venv: Any) -> Iterator[Any]:
     """`beyondagent env serve --env appworld` in the AppWorld venv, with the plugin's serve args."""
     from beyondagent_plugin_appworld import SERVE_ARGS
 
-    from beyondagent_core.envservice.launch import LaunchedServer
+    from beyondagent_plugin_envservice.launch import LaunchedServer
 
     args = [*SERVE_ARGS, "--call-timeout", str(CALL_TIMEOUT)]  # the later flag wins
     launched = LaunchedServer.start("appworld", {"root": str(world_root), "code_timeout": CODE_TIMEOUT}, args=args,

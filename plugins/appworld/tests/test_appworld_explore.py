@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from beyondagent_core import Task
-from beyondagent_core.envservice.client import EnvServiceClient
+from beyondagent_plugin_envservice.client import EnvServiceClient
 
 pytestmark = pytest.mark.beyondagent_plugins("appworld", "random_explorer", "torch", "mixers")
 

@@ -26,7 +26,7 @@ from beyondagent_plugin_appworld.config import AppWorldReactConfig
 from beyondagent_plugin_appworld.workflow import AppWorldReact
 
 from beyondagent_core import EnvSpec, Reward, Task, Turn, hookimpl
-from beyondagent_core.envservice.client import EnvServiceClient, EnvServiceError
+from beyondagent_plugin_envservice.client import EnvServiceClient, EnvServiceError
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.testing.contracts import EnvContract, TaskSourceContract
 from beyondagent_core.testing.health import HealthPoller

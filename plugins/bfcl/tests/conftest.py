@@ -28,7 +28,7 @@ def server(bfcl_venv: Any) -> Iterator[Any]:
     """`beyondagent env serve --env bfcl` in the BFCL venv, with the plugin's serve args."""
     from beyondagent_plugin_bfcl import SERVE_ARGS
 
-    from beyondagent_core.envservice.launch import LaunchedServer
+    from beyondagent_plugin_envservice.launch import LaunchedServer
 
     launched = LaunchedServer.start("bfcl", {}, args=[*SERVE_ARGS, "--call-timeout", "20"],
                                     python=str(bfcl_venv.python), timeout=180)

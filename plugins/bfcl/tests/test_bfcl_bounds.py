@@ -21,7 +21,7 @@ from typing import Any
 from beyondagent_plugin_bfcl.config import BFCLConfig
 
 from beyondagent_core import Task
-from beyondagent_core.envservice.client import ClientOptions, EnvServiceClient
+from beyondagent_plugin_envservice.client import ClientOptions, EnvServiceClient
 from beyondagent_core.testing.health import HealthPoller
 
 MATH_TASK = "multi_turn_base_15"  # GorillaFileSystem + MathAPI

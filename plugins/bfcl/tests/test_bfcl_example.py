@@ -66,7 +66,7 @@ def test_exploring_bfcls_backends_makes_tasks_bfcl_verifies(server: Any, tmp_pat
     from beyondagent_plugin_bfcl.workflow import BFCLWorkflow
 
     from beyondagent_core.cli import main
-    from beyondagent_core.envservice.client import EnvServiceClient
+    from beyondagent_plugin_envservice.client import EnvServiceClient
     from beyondagent_core.jsonl import read_tasks
     from beyondagent_core.types import Turn
 

@@ -21,7 +21,7 @@ from beyondagent_plugin_bfcl.config import BFCLWorkflowConfig
 from beyondagent_plugin_bfcl.workflow import BFCLWorkflow
 
 from beyondagent_core import EnvSpec, Reward, Task, Turn, hookimpl
-from beyondagent_core.envservice.client import EnvServiceClient, EnvServiceError
+from beyondagent_plugin_envservice.client import EnvServiceClient, EnvServiceError
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.testing.contracts import EnvContract
 
@@ -156,7 +156,7 @@ def turns_server(bfcl_venv: Any) -> Any:
     """A second server whose env gives multi-turn partial credit (`reward: turns`)."""
     from beyondagent_plugin_bfcl import SERVE_ARGS
 
-    from beyondagent_core.envservice.launch import LaunchedServer
+    from beyondagent_plugin_envservice.launch import LaunchedServer
 
     launched = LaunchedServer.start("bfcl", {"reward": "turns"}, args=list(SERVE_ARGS),
                                     python=str(bfcl_venv.python), timeout=180)

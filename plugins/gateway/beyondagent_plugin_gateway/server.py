@@ -21,7 +21,7 @@ The gateway is a boundary: any local process can reach the port.
   quoted only shortened (`short_id`).
 - Request headers have a deadline (`header_timeout`), bodies another (`body_timeout`, 408) and a
   size cap (`max_body_bytes`, 413), connections a cap (`max_connections`, 503): the env service's
-  guards (`beyondagent_core.envservice.slow_clients`). JSON nested too deeply is a 400.
+  guards (`beyondagent_core.serving`). JSON nested too deeply is a 400.
 
 `shared_gateway()` is the process's gateway, started on first use.
 """
@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.envservice.slow_clients import (
+from beyondagent_core.serving import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,

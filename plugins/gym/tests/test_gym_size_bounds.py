@@ -27,8 +27,8 @@ from beyondagent_plugin_gym.taxi import Taxi
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
 from beyondagent_core import Task
-from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
-from beyondagent_core.envservice.protocol import ServiceError
+from beyondagent_plugin_envservice.instances import InstancePool, PoolLimits, ThreadHost
+from beyondagent_plugin_envservice.protocol import ServiceError
 from beyondagent_core.jsonl import BadRecords
 
 

@@ -95,7 +95,7 @@ def run_view_command(args: argparse.Namespace) -> int:
                                "the runs, so a token is required", where=WHERE,
                                hint=f"export VIEW_TOKEN=$({MAKE_TOKEN}) and add --token-env VIEW_TOKEN, "
                                     "or keep the default --host 127.0.0.1 (ssh -L to reach it from elsewhere)")
-    from beyondagent_core.envservice.server import bind  # the env service's listener (starlette: not at start-up)
+    from beyondagent_core.serving import bind  # the env service's listener (starlette: not at start-up)
 
     try:
         sock = bind(args.host, args.port)
@@ -150,7 +150,7 @@ def _config(app: object, *, header_timeout: float = HEADER_TIMEOUT, max_connecti
     from uvicorn.config import HTTP_PROTOCOLS
     from uvicorn.importer import import_from_string
 
-    from beyondagent_core.envservice.slow_clients import guarded_protocol
+    from beyondagent_core.serving import guarded_protocol
 
     http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     protocol = guarded_protocol(import_from_string(HTTP_PROTOCOLS[http]), header_timeout)
@@ -166,7 +166,7 @@ class ServerThread:
                  max_connections: int = MAX_CONNECTIONS):
         import uvicorn
 
-        from beyondagent_core.envservice.server import bind
+        from beyondagent_core.serving import bind
 
         self.sock = bind(host, 0)
         self.url = url_of(self.sock, host)

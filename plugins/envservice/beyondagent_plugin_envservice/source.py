@@ -18,7 +18,7 @@ import attrs
 
 from beyondagent_core.checks import MISSING
 from beyondagent_core.checks import MAX_SECONDS, MAX_TASKS, SECONDS_WHY, TASKS_WHY, number
-from beyondagent_core.envservice import protocol
+from beyondagent_plugin_envservice import protocol
 from beyondagent_core.errors import DataError
 from beyondagent_core.jsonl import BadRecords
 from beyondagent_core.types import Task

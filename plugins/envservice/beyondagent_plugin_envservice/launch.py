@@ -34,6 +34,20 @@ TOKEN_VAR = "BEYONDAGENT_LAUNCHED_ENVSERVICE_TOKEN"
 READY_PREFIX = "envservice listening on "
 
 
+def _server_environment(token: str) -> dict[str, str]:
+    """The child's environment: the run's, with the token, and this plugin among the plugins it loads.
+
+    `env serve` is this plugin's own command, so a run that names the plugins to load
+    (`BEYONDAGENT_PLUGINS`, or autoload off as the testing kit sets it) still gets a server.
+    """
+    environment = {**os.environ, TOKEN_VAR: token, "PYTHONUNBUFFERED": "1"}
+    allowed = environment.get("BEYONDAGENT_PLUGINS", "")
+    autoload_off = environment.get("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in ("1", "true", "yes", "on")
+    if allowed.strip() or autoload_off:
+        environment["BEYONDAGENT_PLUGINS"] = ",".join(filter(None, [allowed.strip(), "envservice"]))
+    return environment
+
+
 class LaunchedServer:
     """One child `beyondagent env serve` process."""
 
@@ -60,7 +74,7 @@ class LaunchedServer:
         pairs = [f"{key}={json.dumps(value, default=str)}" for key, value in (config or {}).items()]  # JSON is YAML
         if pairs:
             command += ["--config", *pairs]
-        environment = {**os.environ, TOKEN_VAR: token, "PYTHONUNBUFFERED": "1"}
+        environment = _server_environment(token)
         with log_path.open("wb") as output:
             proc = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=environment)

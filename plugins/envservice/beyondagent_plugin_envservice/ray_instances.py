@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.envservice.protocol import ServiceError
+from beyondagent_plugin_envservice.protocol import ServiceError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import Env
 

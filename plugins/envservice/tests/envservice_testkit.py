@@ -26,10 +26,10 @@ import attrs
 import httpx
 
 from beyondagent_core import EnvReset, EnvSpec, EnvStep, Reward, Task, hookimpl
-from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
-from beyondagent_core.envservice.server import bind, create_app, url_of, uvicorn_config
+from beyondagent_plugin_envservice.instances import InstancePool, PoolLimits, ThreadHost
+from beyondagent_plugin_envservice.server import bind, create_app, url_of, uvicorn_config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the repository
 CLOSED: list[str] = []
 _lock = threading.Lock()
 

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from envservice_testkit import ToyConfig, ToyEnv, running_server
 
-from beyondagent_core.envservice.client import EnvServiceClient, EnvServiceError
-from beyondagent_core.envservice.process_instances import ProcessHost, ProcessOptions
+from beyondagent_plugin_envservice.client import EnvServiceClient, EnvServiceError
+from beyondagent_plugin_envservice.process_instances import ProcessHost, ProcessOptions
 from beyondagent_core.protocols import EnvReset, EnvStep
 from beyondagent_core.types import Task
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from envservice_testkit import ROOT, cli_environment, wait_until
 
-from beyondagent_core.envservice.client import TOKEN_VAR, RemoteEnv
-from beyondagent_core.envservice.openers import remote_opener
+from beyondagent_plugin_envservice.client import TOKEN_VAR, RemoteEnv
+from beyondagent_plugin_envservice.openers import remote_opener
 from beyondagent_core.errors import DataError, RunError, SpecError
 from beyondagent_core.jsonl import BadRecords
 from beyondagent_core.spec import select_component
@@ -58,6 +58,7 @@ async def _gather(opener, task_ids: list[str]) -> list:
     return await asyncio.gather(*(episode(opener, task_id) for task_id in task_ids))
 
 
+@pytest.mark.beyondagent_plugins("envservice")
 def test_a_url_opener_and_the_task_source(launched, monkeypatch, registry) -> None:
     url, token = launched.client.url, launched.launched.token
     with pytest.raises(RunError):  # no token: the service says 401 on the first episode
@@ -103,7 +104,7 @@ def test_a_launch_that_cannot_start_says_why() -> None:
 def test_a_launched_server_does_not_outlive_a_killed_run(tmp_path) -> None:
     """The run is SIGKILLed (no atexit, no aclose): its server sees its parent gone and exits."""
     script = (
-        "from beyondagent_core.envservice.launch import LaunchedServer\n"
+        "from beyondagent_plugin_envservice.launch import LaunchedServer\n"
         "import time\n"
         "server = LaunchedServer.start('frozenlake', {})\n"
         "print('PID', server.proc.pid, flush=True)\n"
@@ -131,7 +132,7 @@ def process_alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.beyondagent_plugins("gym", "mixers")
+@pytest.mark.beyondagent_plugins("gym", "mixers", "envservice")
 def test_the_spec_adds_serve_args_to_a_launched_server(plugin_manager, tmp_path, monkeypatch) -> None:
     import yaml
 

@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 import attrs
 import httpx
 
-from beyondagent_core.envservice import protocol
-from beyondagent_core.envservice.transport import LeanTransport
+from beyondagent_plugin_envservice import protocol
+from beyondagent_plugin_envservice.transport import LeanTransport
 from beyondagent_core.errors import EnvMethodMissing, RunError
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import EnvReset, EnvStep, Message

@@ -13,8 +13,8 @@ import pytest
 from envservice_testkit import running_server, wait_until
 
 from beyondagent_core.envs.local import LocalAsyncEnv
-from beyondagent_core.envservice.client import ClientOptions, EnvServiceClient, EnvServiceError
-from beyondagent_core.envservice.command import env_factory
+from beyondagent_plugin_envservice.client import ClientOptions, EnvServiceClient, EnvServiceError
+from beyondagent_plugin_envservice.command import env_factory
 from beyondagent_core.errors import EnvMethodMissing
 from beyondagent_core.types import Reward, Task
 

@@ -33,10 +33,12 @@ log = get_logger("beyondagent.envservice")
 WHERE = "beyondagent env serve"
 
 
-def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
-    """Add `env serve` to the CLI's subcommands."""
-    env = commands.add_parser("env", parents=[common], help="Serve an environment over HTTP (the environment service).",
-                              description="The environment service, compatible with AgentEvolver's EnvService.")
+def add_env_arguments(env: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """`env serve`'s arguments under the `env` command (the commands hook's factory); its handler."""
+    # `-v` after `serve` too, as the core's commands take it (SUPPRESS: a subcommand must not reset it).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="debug events and full tracebacks")
     sub = env.add_subparsers(dest="env_command", metavar="COMMAND")
     serve = sub.add_parser("serve", parents=[common], help="Host a registered environment over HTTP.",
                            description="Host a registered environment over HTTP (POST /create, /step, /evaluate, "
@@ -87,6 +89,7 @@ def add_env_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     serve.add_argument("--exit-with-parent", type=number(int, ge=1, le=2**31 - 1), default=None,
                        help=argparse.SUPPRESS)
     env.set_defaults(env_parser=env)
+    return run_env_command
 
 
 def run_env_command(args: argparse.Namespace) -> int:
@@ -131,12 +134,12 @@ def env_factory(name: str, config: dict[str, Any], *, manager: Any = None) -> tu
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from beyondagent_core.envservice.instances import (
+    from beyondagent_plugin_envservice.instances import (
         InstancePool,
         PoolLimits,
         ThreadHost,
     )
-    from beyondagent_core.envservice.server import bind, create_app, serve
+    from beyondagent_plugin_envservice.server import bind, create_app, serve
 
     token = read_token(args.token_env)
     try:
@@ -145,7 +148,7 @@ def serve_command(args: argparse.Namespace) -> int:
         raise BeyondAgentError(str(exc), where=WHERE) from None
     name, factory = env_factory(args.env, parse_config(args.config))
     if args.instances == "ray":
-        from beyondagent_core.envservice.ray_instances import RayHost, RayOptions
+        from beyondagent_plugin_envservice.ray_instances import RayHost, RayOptions
 
         try:
             options = RayOptions(num_cpus=args.ray_num_cpus, envs_per_actor=args.ray_envs_per_actor,
@@ -154,7 +157,7 @@ def serve_command(args: argparse.Namespace) -> int:
             raise BeyondAgentError(str(exc), where=WHERE) from None
         host: Any = RayHost(factory, options)
     elif args.instances == "process":
-        from beyondagent_core.envservice.process_instances import (
+        from beyondagent_plugin_envservice.process_instances import (
             ProcessHost,
             ProcessOptions,
         )

@@ -1,4 +1,4 @@
-"""Slow clients against the real server on loopback, with raw sockets (beyondagent_core.envservice.slow_clients).
+"""Slow clients against the real server on loopback, with raw sockets (beyondagent_core.serving).
 
 - half-sent headers: the connection is closed after `header_timeout`, while `/healthz` answers the
   whole time for others;
@@ -20,7 +20,7 @@ import httpx
 from envservice_testkit import running_server, wait_until
 from structlog.testing import capture_logs
 
-from beyondagent_core.envservice.slow_clients import SlowClients
+from beyondagent_core.serving import SlowClients
 
 PER_CONNECTION, SUMMARY = "envservice.slow_client_closed", "envservice.slow_clients_closed"
 
@@ -129,7 +129,7 @@ def test_served_connections_send_small_writes_at_once() -> None:
     separately, and without it every response waited 40 ms for the client's delayed ACK."""
     import socket
 
-    from beyondagent_core.envservice.slow_clients import no_delay
+    from beyondagent_core.serving import no_delay
 
     class Transport:
         def __init__(self, sock: socket.socket):

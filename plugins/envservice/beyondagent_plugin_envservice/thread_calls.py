@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_core.envservice.protocol import one_line
+from beyondagent_plugin_envservice.protocol import one_line
 from beyondagent_core.logs import get_logger
 
 log = get_logger("beyondagent.envservice")

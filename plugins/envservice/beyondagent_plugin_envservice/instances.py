@@ -31,13 +31,13 @@ from typing import Any, Protocol
 
 import attrs
 
-from beyondagent_core.envservice.protocol import (
+from beyondagent_plugin_envservice.protocol import (
     ServiceError,
     format_traceback,
     one_line,
     reset_reply,
 )
-from beyondagent_core.envservice.thread_calls import CallTracker, Opening
+from beyondagent_plugin_envservice.thread_calls import CallTracker, Opening
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import Env, EnvReset, EnvStep
 from beyondagent_core.types import Reward, Task

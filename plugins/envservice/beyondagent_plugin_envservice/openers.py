@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from beyondagent_core.envservice.client import TOKEN_VAR, EnvServiceClient, RemoteEnv
+from beyondagent_plugin_envservice.client import TOKEN_VAR, EnvServiceClient, RemoteEnv
 from beyondagent_core.errors import RunError, SpecError
 
 
@@ -44,8 +44,8 @@ def remote_opener(env_name: str, service: str, *, where: str, config: dict[str, 
     `call_timeout` (the server's `--call-timeout`, when the spec sets one: the client waits longer).
     """
     if service == "launch":
-        from beyondagent_core.envservice.client import ClientOptions
-        from beyondagent_core.envservice.launch import LaunchedServer
+        from beyondagent_plugin_envservice.client import ClientOptions
+        from beyondagent_plugin_envservice.launch import LaunchedServer
 
         launch = launch or {}
         args = tuple(launch.get("args", ()))

@@ -1,4 +1,8 @@
-"""Slow clients cannot hold the env service: a deadline for each request's headers and a connection cap.
+"""What the plugins that serve HTTP on this machine share: a listening socket, and slow clients that
+cannot hold a server (a deadline for each request's headers and a connection cap).
+
+The env service (beyondagent-plugin-envservice), the gateway and the viewer serve through these;
+they live in the core so that none of those plugins depends on another for them.
 
 uvicorn times out idle keep-alive connections but not a request whose headers arrive a byte at
 a time (slowloris): hundreds of such connections, opened before any token is checked, used to
@@ -157,3 +161,19 @@ def guarded_protocol(base: type[asyncio.Protocol], header_timeout: float,
 
     HeaderDeadline.__name__ = HeaderDeadline.__qualname__ = f"HeaderDeadline{base.__name__}"
     return HeaderDeadline
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port); port 0 picks a free port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from envservice_testkit import ToyEnv, running_server
 
-from beyondagent_core.envservice.client import EnvServiceClient, EnvServiceError
-from beyondagent_core.envservice.command import env_factory
-from beyondagent_core.envservice.ray_instances import RayHost, RayOptions
+from beyondagent_plugin_envservice.client import EnvServiceClient, EnvServiceError
+from beyondagent_plugin_envservice.command import env_factory
+from beyondagent_plugin_envservice.ray_instances import RayHost, RayOptions
 from beyondagent_core.types import Task
 
 ray = pytest.importorskip("ray")

@@ -28,18 +28,20 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from beyondagent_core.envservice import protocol
-from beyondagent_core.envservice.instances import InstancePool
-from beyondagent_core.envservice.protocol import Request, ServiceError
-from beyondagent_core.envservice.slow_clients import (
+from beyondagent_plugin_envservice import protocol
+from beyondagent_plugin_envservice.instances import InstancePool
+from beyondagent_plugin_envservice.protocol import Request, ServiceError
+from beyondagent_core.serving import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     BodyTimeout,
     BodyTooLarge,
     SlowClients,
+    bind,
     guarded_protocol,
     read_bounded_body,
+    url_of,
 )
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import OPTIONAL_ENV_METHODS
@@ -243,22 +245,6 @@ def create_app(pool: InstancePool, *, token: str | None = None, max_body_bytes: 
 
 
 # --- running it ---------------------------------------------------------------------------------
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on (host, port); port 0 picks a free port."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def url_of(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def uvicorn_config(app: Starlette, *, graceful_s: float, header_timeout: float = DEFAULT_HEADER_TIMEOUT,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from envservice_testkit import ToyEnv, running_server, wait_until
 
-from beyondagent_core.envservice.instances import ThreadHost
+from beyondagent_plugin_envservice.instances import ThreadHost
 from beyondagent_core.types import Task
 
 ACTION = {"role": "assistant", "content": "go"}

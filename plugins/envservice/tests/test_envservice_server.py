@@ -221,7 +221,7 @@ def test_an_instance_is_never_reaped_in_the_middle_of_a_call() -> None:
     """The reaper awaits each close; a call that begins on another idle instance meanwhile keeps it."""
     import asyncio
 
-    from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
+    from beyondagent_plugin_envservice.instances import InstancePool, PoolLimits, ThreadHost
 
     closing, let_close = threading.Event(), threading.Event()
 
@@ -274,8 +274,8 @@ def test_env_profile_lists_the_task_ids_of_a_split() -> None:
 def test_a_closed_pool_refuses_new_instances_with_503() -> None:
     import asyncio
 
-    from beyondagent_core.envservice.instances import InstancePool, PoolLimits, ThreadHost
-    from beyondagent_core.envservice.protocol import ServiceError
+    from beyondagent_plugin_envservice.instances import InstancePool, PoolLimits, ThreadHost
+    from beyondagent_plugin_envservice.protocol import ServiceError
 
     pool = InstancePool(ThreadHost(ToyEnv), PoolLimits(), env_name="toy")
 

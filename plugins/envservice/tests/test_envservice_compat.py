@@ -14,7 +14,7 @@ import pytest
 import requests
 from envservice_testkit import running_server
 
-from beyondagent_core.envservice.command import env_factory
+from beyondagent_plugin_envservice.command import env_factory
 
 pytestmark = pytest.mark.beyondagent_plugins("gym")
 

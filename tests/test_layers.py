@@ -200,3 +200,20 @@ def test_a_plugin_imports_only_the_plugins_it_requires() -> None:
             if imported - allowed:
                 undeclared[name] = sorted(imported - allowed)
     assert undeclared == {}
+
+
+def test_a_plugin_venv_installs_the_plugins_it_requires() -> None:
+    """A venv recipe's `local=[...]` (what is installed into a plugin's own venv from this checkout)
+    names every first-party plugin the plugin requires: appworld's env server, launched in its venv,
+    is beyondagent-plugin-envservice's."""
+    missing = {}
+    for package in sorted(PLUGINS.glob("*/beyondagent_plugin_*")):
+        required = {name.replace("beyondagent_plugin_", "beyondagent-plugin-").replace("_", "-")
+                    for name in declared_plugins(package.parent)}
+        for name, path in sorted(modules(package).items()):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.keyword) and node.arg == "local" and isinstance(node.value, ast.List):
+                    listed = {item.value for item in node.value.elts if isinstance(item, ast.Constant)}
+                    if required - listed:
+                        missing[name] = sorted(required - listed)
+    assert missing == {}

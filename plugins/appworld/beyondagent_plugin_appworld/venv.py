@@ -27,9 +27,10 @@ def appworld_recipe() -> VenvRecipe:
     return VenvRecipe(
         name="appworld",
         steps=[[APPWORLD, RAY]],
-        # beyondagent-plugin-llm: a requirement of this plugin (its llm_judge grades synthetic tasks),
-        # and beyondagent-plugin-synthesis, the llm plugin's requirement.
-        local=["beyondagent", "beyondagent-plugin-synthesis", "beyondagent-plugin-llm", "beyondagent-plugin-appworld"],
+        # This plugin's first-party requirements: beyondagent-plugin-envservice (the server the env runs
+        # in), beyondagent-plugin-llm (its llm_judge grades synthetic tasks) and synthesis, llm's own.
+        local=["beyondagent", "beyondagent-plugin-envservice", "beyondagent-plugin-synthesis", "beyondagent-plugin-llm",
+               "beyondagent-plugin-appworld"],
         after=[("appworld", "install")],
         check=CHECK,
     )

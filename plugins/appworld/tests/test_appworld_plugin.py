@@ -47,8 +47,10 @@ def test_the_venv_recipe_pins_appworld_and_old_ray_and_installs_the_plugin() -> 
     recipe = appworld_recipe()
     assert recipe.name == "appworld"
     assert ["appworld==0.1.3.post1", "ray<2.56"] in [list(step) for step in recipe.steps]
-    assert set(recipe.local) == {"beyondagent", "beyondagent-plugin-synthesis", "beyondagent-plugin-llm",
-                                 "beyondagent-plugin-appworld"}
+    # the plugin and every first-party plugin it requires (its pyproject's, and theirs): the launched
+    # env server is beyondagent-plugin-envservice's
+    assert set(recipe.local) == {"beyondagent", "beyondagent-plugin-envservice", "beyondagent-plugin-synthesis",
+                                 "beyondagent-plugin-llm", "beyondagent-plugin-appworld"}
     assert ("appworld", "install") in recipe.after and "import appworld" in recipe.check
 
 

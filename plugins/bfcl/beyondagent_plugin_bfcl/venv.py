@@ -41,7 +41,8 @@ def bfcl_recipe() -> VenvRecipe:
     return VenvRecipe(
         name="bfcl",
         steps=[[BFCL, "--no-deps"], list(REQUIREMENTS)],
-        local=["beyondagent", "beyondagent-plugin-gateway", "beyondagent-plugin-bfcl"],
+        # its first-party requirements: the env service (the server the env runs in) and the gateway
+        local=["beyondagent", "beyondagent-plugin-envservice", "beyondagent-plugin-gateway", "beyondagent-plugin-bfcl"],
         check=CHECK,
     )
 

@@ -139,7 +139,8 @@ def serve_command(args: argparse.Namespace) -> int:
         PoolLimits,
         ThreadHost,
     )
-    from beyondagent_plugin_envservice.server import bind, create_app, serve
+    from beyondagent_core.serving import bind
+    from beyondagent_plugin_envservice.server import create_app, serve
 
     token = read_token(args.token_env)
     try:

@@ -38,7 +38,6 @@ from beyondagent_core.serving import (
     BodyTimeout,
     BodyTooLarge,
     SlowClients,
-    bind,
     guarded_protocol,
     read_bounded_body,
     url_of,

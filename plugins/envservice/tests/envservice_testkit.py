@@ -27,7 +27,8 @@ import httpx
 
 from beyondagent_core import EnvReset, EnvSpec, EnvStep, Reward, Task, hookimpl
 from beyondagent_plugin_envservice.instances import InstancePool, PoolLimits, ThreadHost
-from beyondagent_plugin_envservice.server import bind, create_app, url_of, uvicorn_config
+from beyondagent_core.serving import bind, url_of
+from beyondagent_plugin_envservice.server import create_app, uvicorn_config
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository
 CLOSED: list[str] = []

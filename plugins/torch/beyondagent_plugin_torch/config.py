@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 # Keys of `backend` that may change between a run and its `--resume`: they change how long
 # or how often, not what is learned.
 RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_checkpoints",
-                  "samples_per_step", "tensorboard", "report", "max_failed_fraction", "kv_cache_tokens", "batching")
+                  "samples_per_step", "tensorboard", "report", "max_failed_fraction", "kv_cache_tokens", "batching",
+                  "kv_layout", "compile_decode")
 
 
 ROLLOUT_MODES = ("sync", "one_step_off", "async")
@@ -60,8 +61,9 @@ class TorchConfig:
     (None: all of them, one optimizer step), each split into micro-batches of
     `micro_batch_size` episodes for gradient accumulation. `total_steps`, when set, is the
     run's length in steps (epochs of the mix follow one another as needed) instead of `epochs`.
-    Rollout keeps each episode's KV cache between its turns within `kv_cache_tokens`, and batches
-    turns in `lockstep` or `continuous`ly (see `generation.py`).
+    Rollout keeps each episode's KV cache between its turns within `kv_cache_tokens` (or, with
+    `kv_layout: slots`, in a slot of one preallocated cache: `slots.py`), and batches turns in
+    `lockstep` or `continuous`ly (see `generation.py`).
     """
 
     device: str = "auto"
@@ -92,6 +94,12 @@ class TorchConfig:
     # lockstep: a turn's batch waits for every episode in flight (reproducible batches);
     # continuous: episodes join the decode batch when their env answers (faster with slow, uneven envs).
     batching: str = attrs.field(default="lockstep", validator=attrs.validators.in_(("lockstep", "continuous")))
+    # sessions: each episode's KV cache kept as its own tensors (within kv_cache_tokens), the batch's
+    # rebuilt as rows come and go; slots: one cache allocated once, a slot of max_episode_tokens per
+    # episode (max_concurrency slots), every forward at fixed shapes (slots.py)
+    kv_layout: str = attrs.field(default="sessions", validator=attrs.validators.in_(("sessions", "slots")))
+    # slots only: compile the decode step once per run (torch.compile, CUDA graphs on a GPU)
+    compile_decode: bool = False
     # of a step's episodes
     max_failed_fraction: float = attrs.field(default=0.5, validator=number(ge=0, le=1, why=FRACTION_WHY))
     # asynchronous rollout (async_rollout.py): sync | one_step_off (the next step's rollouts run while
@@ -151,6 +159,10 @@ def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
         check_sft(algo.sft, getattr(spec, "path", None), str(spec.path))
     if config is not None:
         check_rollout_mode(spec, config)
+        if config.compile_decode and config.kv_layout != "slots":
+            raise SpecError("backend.compile_decode compiles the decode step of kv_layout slots (fixed shapes); "
+                            f"kv_layout is {config.kv_layout!r}", where=f"{spec.path}, key backend.compile_decode",
+                            hint="set backend.kv_layout: slots, or remove compile_decode")
     if algo.overlong is not None and config is not None:
         max_len = overlong_max_len(algo.overlong, config)
         if max_len <= algo.overlong.buffer_len:

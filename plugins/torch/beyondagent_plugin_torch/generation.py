@@ -239,8 +239,8 @@ class ChatScheduler:
         return _Batch(batch.rows + new.rows, make_cache(keys, values), attention,
                       torch.cat([batch.positions, new.positions]), torch.cat([batch.logits, new.logits]))
 
-    def _step(self, batch: _Batch) -> _Batch | None:
-        """Sample one token for every row; finish the rows that are done; feed the others' tokens."""
+    def _sample(self, batch: _Batch) -> tuple[torch.Tensor, list[int]]:
+        """Sample one token for every row (appended to its tokens); returns them and the rows now done."""
         rows = batch.rows
         temperature = torch.tensor([row.request.sampling.temperature for row in rows], device=self.device)
         top_p = torch.tensor([row.request.sampling.top_p for row in rows], device=self.device)
@@ -253,6 +253,12 @@ class ChatScheduler:
             row.logprobs.append(logprob)
             if token in self.eos_token_ids or len(row.tokens) >= row.request.max_new_tokens:
                 done.append(index)
+        return chosen, done
+
+    def _step(self, batch: _Batch) -> _Batch | None:
+        """Sample one token for every row; finish the rows that are done; feed the others' tokens."""
+        rows = batch.rows
+        chosen, done = self._sample(batch)
         if done:
             layers = cache_layers(batch.cache)
             for index in done:

@@ -71,7 +71,8 @@ from beyondagent_plugin_torch.checkpoint import (
     save_checkpoint,
 )
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm, overlong_max_len
-from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.generation import Sampling
+from beyondagent_plugin_torch.slots import make_scheduler
 from beyondagent_plugin_torch.grpo import overlong_penalty
 from beyondagent_plugin_torch.lora import (
     MERGED_DIR,
@@ -172,9 +173,11 @@ class TorchBackend:
         model, tokenizer = load_policy(spec.model.path, tokenizer=spec.model.tokenizer, device=device, dtype=dtype,
                                        attention=attention, where=f"{spec.path}, key model.path")
         template = ChatTemplate(tokenizer)
-        scheduler = ChatScheduler(model, eos_token_ids=stop_token_ids(model, tokenizer, template),
-                                  pad_token_id=tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
-                                  kv_cache_tokens=config.kv_cache_tokens, batching=config.batching)
+        scheduler = make_scheduler(model, kv_layout=config.kv_layout, compile_decode=config.compile_decode,
+                                   max_episode_tokens=config.max_episode_tokens, where=str(spec.path),
+                                   eos_token_ids=stop_token_ids(model, tokenizer, template),
+                                   pad_token_id=tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
+                                   kv_cache_tokens=config.kv_cache_tokens, batching=config.batching)
         yield PolicyLLM(scheduler, template, Sampling(config.temperature, config.top_p, config.max_new_tokens),
                         max_episode_tokens=config.max_episode_tokens, seed=run.info.seed)
 
@@ -259,8 +262,10 @@ class Trainer:
         self.rollout_weights.follow(self.optimizer)
         # Asynchronous rollout: generation and update take turns on the device (async_rollout.py).
         self.turns = DeviceTurns()
-        self.scheduler = ChatScheduler(
-            self.rollout_weights.model, eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
+        self.scheduler = make_scheduler(
+            self.rollout_weights.model, kv_layout=config.kv_layout, compile_decode=config.compile_decode,
+            max_episode_tokens=config.max_episode_tokens, where=str(run.spec.path),
+            eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
             pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
             kv_cache_tokens=config.kv_cache_tokens, batching=config.batching,
             device_turn=self.turns.generation if config.rollout_mode != "sync" else contextlib.nullcontext)

@@ -10,6 +10,10 @@ What is measured
     ours_reprefill:   the same, every turn prefilling the whole conversation (`kv_cache_tokens=0`);
     ours_continuous:  episodes join and leave the decode batch as their envs answer (`batching:
                       continuous`), here with uneven envs (`--step-latency-ms`, also given to HF);
+    ours_slots:       `kv_layout: slots` (slots.py): one preallocated KV cache, a slot per episode, every
+                      forward over all slots at fixed shapes, no cache copied between turns;
+    ours_slots_compiled: the same with `compile_decode` (the decode step compiled once, before the
+                      trials: torch.compile "reduce-overhead", CUDA graphs on a GPU);
     hf_eager:         transformers' `model.generate` in eager mode, all episodes' prompts left-padded into
                       one batch each turn (the conversation re-rendered with the chat template and
                       re-prefilled every turn, as a plain HF rollout loop does), the same envs stepped in between.
@@ -43,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from direction_game import DirectionGame, DirectionGameConfig, tasks  # noqa: E402
 from rollout_batching import Policy, Workload, episode_source, load_tiny_policy, measure  # noqa: E402
 
-MODES = ("ours_kv", "ours_reprefill", "ours_continuous", "hf_eager")
+MODES = ("ours_kv", "ours_reprefill", "ours_continuous", "ours_slots", "ours_slots_compiled", "hf_eager")
 
 
 def synchronize(policy: Policy) -> None:
@@ -86,11 +90,31 @@ def hf_eager_rollout(policy: Policy, workload: Workload, seed: int) -> tuple[flo
     return time.perf_counter() - started, generated
 
 
+_SLOT_SCHEDULERS: dict[str, object] = {}
+
+
+def slot_scheduler(policy: Policy, workload: Workload, compiled: bool) -> object:
+    """One slots scheduler per kind for the whole run (a compiled one is compiled once, at warm-up)."""
+    key = "compiled" if compiled else "eager"
+    if key not in _SLOT_SCHEDULERS:
+        from beyondagent_plugin_torch.slots import SlotScheduler
+
+        from rollout_batching import MAX_EPISODE_TOKENS
+
+        _SLOT_SCHEDULERS[key] = SlotScheduler(
+            policy.model, eos_token_ids=policy.stop_ids, pad_token_id=policy.tokenizer.pad_token_id,
+            max_batch_size=workload.episodes, capacity=MAX_EPISODE_TOKENS, compile_decode=compiled)
+    return _SLOT_SCHEDULERS[key]
+
+
 def ours(policy: Policy, workload: Workload, mode: str, seed: int) -> tuple[float, int]:
     runner, episode_tasks = episode_source(workload)
-    kind = {"ours_kv": "batched", "ours_reprefill": "batched_no_kv", "ours_continuous": "continuous"}[mode]
+    kind = {"ours_kv": "batched", "ours_reprefill": "batched_no_kv", "ours_continuous": "continuous",
+            "ours_slots": "batched", "ours_slots_compiled": "batched"}[mode]
+    scheduler = slot_scheduler(policy, workload, mode.endswith("compiled")) if mode.startswith("ours_slots") else None
     synchronize(policy)
-    result = measure(policy, runner, episode_tasks, mode=kind, max_tokens=workload.max_tokens, seed=("gpu", seed))
+    result = measure(policy, runner, episode_tasks, mode=kind, max_tokens=workload.max_tokens, seed=("gpu", seed),
+                     scheduler=scheduler)
     synchronize(policy)
     if result.errors:
         raise RuntimeError(f"{len(result.errors)} {mode} episodes failed; first: {result.errors[0]}")
@@ -103,8 +127,10 @@ def run(policy: Policy, workload: Workload, uneven: Workload, trials: int) -> di
             return hf_eager_rollout(policy, workload, seed)
         return ours(policy, uneven if mode == "ours_continuous" else workload, mode, seed)
 
-    for mode in MODES:  # warm-up (first calls, allocator, kernels), not counted
+    for mode in MODES:  # warm-up (first calls, allocator, kernels, the compiled decode step), not counted
+        warm = time.perf_counter()
         one(mode, -1)
+        print(f"  warm-up {mode}: {time.perf_counter() - warm:.1f} s", flush=True)
     results: dict[str, list[tuple[float, int]]] = {mode: [] for mode in MODES}
     results["ours_lockstep_uneven"] = []
     for trial in range(trials):
@@ -153,6 +179,9 @@ def main(argv: list[str]) -> int:
     print(f"kv_reuse_vs_reprefill: {rates['ours_kv'] / rates['ours_reprefill']:.2f}")
     print(f"continuous_vs_lockstep: {rates['ours_continuous'] / rates['ours_lockstep_uneven']:.2f} "
           f"(envs +0-{args.step_latency_ms:g} ms a step)")
+    print(f"slots_vs_sessions: {rates['ours_slots'] / rates['ours_kv']:.2f}  "
+          f"compiled_slots_vs_sessions: {rates['ours_slots_compiled'] / rates['ours_kv']:.2f}")
+    print(f"compiled_slots_vs_hf_eager: {rates['ours_slots_compiled'] / rates['hf_eager']:.2f}")
     print(f"ours_vs_hf_eager: {rates['ours_kv'] / rates['hf_eager']:.2f}")
     return 0
 

@@ -169,18 +169,22 @@ def episode_source(workload: Workload) -> tuple[EpisodeRunner, list[Task]]:
 
 
 def measure(policy: Policy, runner: EpisodeRunner, episode_tasks: list[Task], *, mode: str, max_tokens: int,
-            seed: tuple[object, ...], concurrency: int | None = None) -> Measurement:
+            seed: tuple[object, ...], concurrency: int | None = None, scheduler: Any = None) -> Measurement:
     """One `rollout()` of every task, all in flight (batched) or one at a time (sequential);
-    `concurrency` overrides how many are in flight."""
+    `concurrency` overrides how many are in flight; `scheduler`, when given, is used as it is
+    (a compiled one is kept across trials)."""
     from beyondagent_plugin_torch.generation import DEFAULT_KV_CACHE_TOKENS, ChatScheduler, Sampling
     from beyondagent_plugin_torch.rollout import rollout
 
     if concurrency is None:
         concurrency = 1 if mode == "sequential" else len(episode_tasks)
     kv_cache_tokens = 0 if mode == "batched_no_kv" else DEFAULT_KV_CACHE_TOKENS
-    scheduler = ChatScheduler(policy.model, eos_token_ids=policy.stop_ids, pad_token_id=policy.tokenizer.pad_token_id,
-                              max_batch_size=concurrency, kv_cache_tokens=kv_cache_tokens,
-                              batching="continuous" if mode == "continuous" else "lockstep")  # as the trainer does
+    if scheduler is None:
+        scheduler = ChatScheduler(policy.model, eos_token_ids=policy.stop_ids,
+                                  pad_token_id=policy.tokenizer.pad_token_id, max_batch_size=concurrency,
+                                  kv_cache_tokens=kv_cache_tokens,
+                                  batching="continuous" if mode == "continuous" else "lockstep")  # as the trainer does
+    stats_before = (scheduler.stats.batches, scheduler.stats.seconds, scheduler.kv.stats.prefill_tokens)
     started = time.perf_counter()
     episodes = asyncio.run(rollout(
         list(enumerate(episode_tasks)), runner=runner, scheduler=scheduler, template=policy.template,
@@ -190,8 +194,9 @@ def measure(policy: Policy, runner: EpisodeRunner, episode_tasks: list[Task], *,
     return Measurement(
         mode=mode, seconds=seconds, episodes=len(episodes),
         tokens=sum(episode.sequence.generated_tokens for episode in episodes),
-        turns=sum(episode.sequence.model_turns for episode in episodes), batches=scheduler.stats.batches,
-        generation_seconds=scheduler.stats.seconds, prefill_tokens=scheduler.kv.stats.prefill_tokens,
+        turns=sum(episode.sequence.model_turns for episode in episodes),
+        batches=scheduler.stats.batches - stats_before[0], generation_seconds=scheduler.stats.seconds - stats_before[1],
+        prefill_tokens=scheduler.kv.stats.prefill_tokens - stats_before[2],
         errors=[episode.trajectory.error for episode in episodes if episode.trajectory.error],
         token_ids=[[token for token, trained in zip(episode.sequence.input_ids, episode.sequence.loss_mask) if trained]
                    for episode in episodes])

@@ -9,10 +9,11 @@ is already there), and a template that re-renders earlier text only moves the sl
 to where the ids diverge. Rows never move and no cache is copied.
 
 Every forward runs over all slots at fixed shapes - a prefill of the new tokens as [slots, T], a
-decode step as [slots, 1] - and a row with nothing to do writes to a scratch column its outputs
-are never read from; a 4-D attention mask keeps each row to its own tokens. Fixed shapes are what
-CUDA graphs need: with `compile_decode` the decode step is compiled once per run
-(`torch.compile(mode="reduce-overhead")`: CUDA graphs on a GPU) and replayed at every step, after
+decode step as [slots, 1] - and a row with nothing to do writes to a scratch column no row reads;
+a 4-D attention mask keeps each row to its own tokens. Fixed shapes are what CUDA graphs need:
+with `compile_decode` the decode step is compiled once per run for each attended width it meets
+(powers of two from 64 up to the slot's capacity: a handful of graphs;
+`torch.compile(mode="reduce-overhead")`, CUDA graphs on a GPU) and replayed at every step, after
 every weight update too (the optimizer updates the weights in place). On a CPU the idle rows cost
 real arithmetic, so this layout is meant for a GPU; benchmarks/gpu_rollout.py measures both.
 
@@ -33,6 +34,7 @@ from beyondagent_plugin_torch.generation import ChatScheduler, _Batch, _Request,
 from beyondagent_plugin_torch.kv_cache import KVCacheStats, common_prefix
 
 KV_LAYOUTS = ("sessions", "slots")
+MIN_BUCKET = 64  # the narrowest attended width a compiled decode step is specialized for
 
 
 class SlotCacheUnsupported(RuntimeError):
@@ -300,7 +302,9 @@ class SlotScheduler(ChatScheduler):
         last[slots, 0] = lengths
         write_index = torch.full((size, 1), cache.scratch, dtype=torch.long, device=self.device)
         write_index[slots, 0] = lengths
-        view = cache.scratch + 1 if self._compile else int(lengths.max()) + 1  # fixed shapes when compiled
+        view = int(lengths.max()) + 1
+        if self._compile:  # a few fixed shapes, each compiled once: the attended width in powers of two
+            view = min(max(MIN_BUCKET, 1 << (view - 1).bit_length()), cache.scratch)
         cache.view = view
         allowed = torch.arange(view, device=self.device)[None, None, None, :] <= last[:, None, :, None]
         logits = self._decode_forward(input_ids, last, self._mask(allowed), write_index)

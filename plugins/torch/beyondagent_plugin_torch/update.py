@@ -130,6 +130,8 @@ def logprobs_in_chunks(model: Any, batch: TrainBatch, temperature: float, chunk:
     marked true, when given; the others stay 0)."""
     out = torch.zeros_like(batch.loss_mask)
     for index in torch.arange(batch.size)[rows if rows is not None else slice(None)].split(chunk):
+        if not len(index):  # no row marked (a step with nothing to learn): `split` still gives one empty chunk
+            continue
         part = batch.rows(index)
         logprobs, _ = forward_logprobs(model, part, temperature)
         out[index, : logprobs.shape[1]] = logprobs

@@ -33,6 +33,7 @@ FIRST_PARTY: dict[str, dict[str, tuple[str, ...]]] = {
     "beyondagent-plugin-gateway": {"workflow": ("agent",)},
     "beyondagent-plugin-report": {"command": ("eval", "report")},
     "beyondagent-plugin-envservice": {"task_source": ("envservice",), "command": ("env",)},
+    "beyondagent-plugin-textarena": {"env": ("textarena",), "task_source": ("textarena_tasks",)},
 }
 
 

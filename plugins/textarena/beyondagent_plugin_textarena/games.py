@@ -1,0 +1,62 @@
+"""TextArena, imported quietly, and one seeded game made from our name for it.
+
+`import textarena` imports every game module and some of them print (or try an nltk download) at
+import; what they print goes to the debug log, not to the run's output. Games are made from their
+`-raw` registration: without TextArena's LLM wrappers, whose observation is the whole history as one
+string. The raw game returns only what is new since the last look, as (sender, text, kind) entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+from typing import Any
+
+from beyondagent_core.logs import get_logger
+from beyondagent_plugin_textarena.config import GAMES, check_game
+
+log = get_logger("beyondagent.textarena")
+
+
+@functools.cache
+def textarena() -> Any:
+    """The `textarena` module, imported once, its import's output logged at debug level."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        import textarena
+    if printed.getvalue().strip():
+        log.debug("textarena.import_output", output=printed.getvalue().strip()[:2000])
+    return textarena
+
+
+def game_id(game: str, difficulty: str) -> str:
+    """TextArena's id of `game` at `difficulty`, raw (unwrapped): `Sokoban-v0-medium-raw`."""
+    check_game(game, difficulty)
+    base = GAMES[game][0]
+    return f"{base}-{difficulty}-raw" if difficulty else f"{base}-raw"
+
+
+def make_game(game: str, difficulty: str, seed: int) -> Any:
+    """A TextArena game reset with `seed` for one player."""
+    ta = textarena()
+    env = ta.make(game_id(game, difficulty))
+    env.reset(num_players=1, seed=seed)
+    return env
+
+
+def turn_limit(env: Any) -> int | None:
+    """The game's own limit on turns (`max_turns` of its state), when it has one."""
+    state = getattr(env, "state", None)
+    limit = getattr(state, "max_turns", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
+def new_text(env: Any, *, skip_actions: bool = True) -> str:
+    """What the game shows the player since the last look, as one text; the echo of the player's own
+    move is left out (the move is the assistant's message already)."""
+    _, entries = env.get_observation()
+    kinds = textarena().ObservationType
+    parts = [str(text).strip() for _, text, kind in entries
+             if not (skip_actions and kind == kinds.PLAYER_ACTION) and str(text).strip()]
+    return "\n\n".join(parts)

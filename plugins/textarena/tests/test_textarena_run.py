@@ -1,0 +1,31 @@
+"""examples/textarena_hanoi.yaml runs as it is (shrunk to one step), with the game in this process and
+behind a launched environment service (`env.service: launch`, beyondagent-plugin-envservice): the
+torch backend trains on what the games answered, and the records show the games' own verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "textarena_hanoi.yaml"
+ONE_STEP = ("backend.total_steps=1", "backend.batch_size=2", "algorithm.group_size=2", "tasks.train.count=2",
+            "tasks.val.count=1", "workflow.max_turns=3", "backend.eval_every=0", "logging.episodes=all")
+
+
+@pytest.mark.beyondagent_plugins("textarena", "torch", "mixers", "envservice")
+@pytest.mark.parametrize("service", ["local", "launch"])
+def test_the_example_trains_a_step_on_the_games(run_spec: Any, monkeypatch: pytest.MonkeyPatch, service: str) -> None:
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "textarena")  # what a launched server loads (and its own plugin)
+    run = run_spec(EXAMPLE, *ONE_STEP, f"env.service={service}", f"run.name=hanoi-{service}")
+    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    step = next(line for line in lines if line.get("step") == 1 and "train/reward_mean" in line)
+    assert step["train/turns"] >= 1
+    records = [json.loads(x) for x in (run.run_dir / "episodes.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert len(train) == 4 and all(r["error"] is None for r in train)
+    for record in train:  # the game's rules opened every episode; its verdict is the reward
+        assert "Tower of Hanoi with 3 disks" in record["turns"][0]["content"]
+        assert 0.0 <= record["score"] <= 1.0 and record["reason"]  # the game's reason, or "not ended"

@@ -139,7 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Plugins are loaded for their commands only when the command is not one of ours.
     first = next((arg for arg in argv if not arg.startswith("-")), None)
     configure_logging(verbose="-v" in argv or "--verbose" in argv)
-    parser, handlers = build_parser(plugin_commands=first not in BUILTIN_COMMANDS)
+    # `--version` alone needs no plugin; help without a command lists the plugins' commands too.
+    listing = first is None and (not argv or "-h" in argv or "--help" in argv)
+    parser, handlers = build_parser(plugin_commands=listing or (first is not None and first not in BUILTIN_COMMANDS))
     args, extra = parser.parse_known_args(argv)
     # `run spec.yaml --dry-run key=value`: argparse ends the overrides at the first option; the
     # KEY=VALUE words after it are overrides too

@@ -76,6 +76,19 @@ def test_version(cli) -> None:
     assert result.out.strip() == f"beyondagent {__version__}" == "beyondagent 0.1.0"
 
 
+def test_version_loads_no_plugin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from beyondagent_core import cli as cli_module
+    from beyondagent_core.plugins import PluginManager
+
+    def refuse(self: PluginManager) -> PluginManager:
+        raise AssertionError("--version loaded the plugins")
+
+    monkeypatch.setattr(PluginManager, "load", refuse)
+    with pytest.raises(SystemExit) as exited:
+        cli_module.main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"beyondagent {__version__}"
+
+
 def test_no_command_prints_help(cli) -> None:
     result = cli()
     assert result.code == 0

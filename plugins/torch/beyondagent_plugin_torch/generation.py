@@ -215,9 +215,13 @@ class ChatScheduler:
             for request in [*(row.request for row in (batch.rows if batch else ())), *requests]:
                 if not request.future.done():
                     request.future.set_exception(exc)
+            self._forget_failed_pass()
         finally:
             self._busy = False
             self._maybe_start_batch()
+
+    def _forget_failed_pass(self) -> None:
+        """A decode pass failed: nothing to undo here (its batch's caches are dropped with it)."""
 
     def _admit(self, batch: _Batch | None, requests: list[_Request]) -> _Batch:
         """Prefill `requests` and add them to `batch` (None: they start one)."""

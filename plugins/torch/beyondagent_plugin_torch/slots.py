@@ -150,6 +150,13 @@ class SlotTable:
         slot.owner, slot.ids = session, seen
         self._idle[index] = None
 
+    def abandon_busy(self) -> None:
+        """Free every busy slot, and what it held (a failed pass may have written part of a turn)."""
+        for index, slot in enumerate(self.slots):
+            if slot.busy:
+                slot.owner, slot.ids, slot.busy = None, [], False
+                self._idle.pop(index, None)
+
     def drop(self, session: Hashable) -> None:
         for index, slot in enumerate(self.slots):
             if slot.owner == session and not slot.busy:
@@ -228,6 +235,10 @@ class SlotScheduler(ChatScheduler):
         return [len(slot.ids) for slot in self.kv.slots]
 
     # --- ChatScheduler's hooks ---------------------------------------------------------------------
+
+    def _forget_failed_pass(self) -> None:
+        """A decode pass failed: its episodes were told; their slots are freed (what they hold is unknown)."""
+        self.kv.abandon_busy()
 
     def _take_waiting(self, room: int) -> list[_Request]:
         # a request waits until a slot is not busy (a busy slot is another turn being decoded)

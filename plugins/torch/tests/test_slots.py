@@ -119,6 +119,33 @@ def test_a_prompt_longer_than_a_slot_fails_its_episode_only(policy) -> None:
     assert len(slots.kv) == 0  # a turn without a session frees its slot
 
 
+def test_a_failed_pass_tells_its_episodes_and_frees_their_slots(policy) -> None:
+    """A prompt id past the vocabulary fails the model's embedding in the prefill: every episode of
+    that pass gets the error, and the slots they took serve the next turns."""
+    import asyncio
+
+    import torch
+
+    model, tokenizer = policy
+    slots = slots_for(policy, max_batch_size=2)
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_tokens=3)
+
+    async def turn(ids, order):
+        with slots.episode():
+            return await slots.generate((order, 0), ids, sampling, 3, torch.Generator().manual_seed(order),
+                                        session=("episode", order))
+
+    async def failing_pass():
+        return await asyncio.gather(turn([5, 6, 7], 0), turn([5, model.config.vocab_size + 10], 1),
+                                    return_exceptions=True)
+
+    results = asyncio.run(failing_pass())
+    assert all(isinstance(result, IndexError) for result in results)
+    assert not any(slot.busy for slot in slots.kv.slots) and len(slots.kv) == 0
+    again, _ = asyncio.run(turn([5, 6, 7], 0))
+    assert len(again) == 3
+
+
 def test_the_cache_is_allocated_once_for_every_slot(policy) -> None:
     model, _ = policy
     slots = slots_for(policy, capacity=64, max_batch_size=3)

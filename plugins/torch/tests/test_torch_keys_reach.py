@@ -29,6 +29,19 @@ def attention_of(model: Any) -> str:
     return model.config._attn_implementation
 
 
+def served_scheduler(plugin_manager: Any, tmp_path: Path, *overrides: str) -> Any:
+    """The scheduler of the policy the backend serves for `llm: policy` exploration (`policy_llm`)."""
+    session = pipeline.prepare(QUICKSTART, [*SMALL, f"run.output_dir={tmp_path}", *overrides], manager=plugin_manager)
+    spec = session.spec
+    info = RunInfo(name=spec.run.name, run_dir=tmp_path / spec.run.name, seed=spec.run.seed, spec={})
+    context = RunContext(spec=spec, info=info, manager=plugin_manager)
+    try:
+        with spec.component("backend").create().policy_llm(context) as llm:
+            return llm.scheduler
+    finally:
+        context.close()
+
+
 @pytest.mark.beyondagent_plugins("gym", "mixers", "torch")
 def test_attn_implementation_reaches_the_trainers_model(run_spec: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     # Everything up to training is real (spec, tasks, runner, model load); `fit` reports what was loaded.
@@ -43,16 +56,7 @@ def test_attn_implementation_reaches_the_trainers_model(run_spec: Any, monkeypat
 @pytest.mark.beyondagent_plugins("gym", "mixers", "torch")
 def test_attn_implementation_reaches_the_policy_served_for_exploration(plugin_manager: Any, tmp_path: Path) -> None:
     def served_attention(*overrides: str) -> str:
-        session = pipeline.prepare(QUICKSTART, [*SMALL, f"run.output_dir={tmp_path}", *overrides],
-                                   manager=plugin_manager)
-        spec = session.spec
-        info = RunInfo(name=spec.run.name, run_dir=tmp_path / spec.run.name, seed=spec.run.seed, spec={})
-        context = RunContext(spec=spec, info=info, manager=plugin_manager)
-        try:
-            with spec.component("backend").create().policy_llm(context) as llm:
-                return attention_of(llm.scheduler.model)
-        finally:
-            context.close()
+        return attention_of(served_scheduler(plugin_manager, tmp_path, *overrides).model)
 
     assert served_attention() == "sdpa"
     assert served_attention("backend.attn_implementation=eager") == "eager"
@@ -88,16 +92,7 @@ def test_kv_layout_slots_reaches_the_rollout_of_a_training_step(run_spec: Any) -
 @pytest.mark.beyondagent_plugins("gym", "mixers", "torch")
 def test_compile_decode_reaches_the_policy_served_for_exploration(plugin_manager: Any, tmp_path: Path) -> None:
     def served(*overrides: str) -> Any:
-        session = pipeline.prepare(QUICKSTART, [*SMALL, f"run.output_dir={tmp_path}", *overrides],
-                                   manager=plugin_manager)
-        spec = session.spec
-        info = RunInfo(name=spec.run.name, run_dir=tmp_path / spec.run.name, seed=spec.run.seed, spec={})
-        context = RunContext(spec=spec, info=info, manager=plugin_manager)
-        try:
-            with spec.component("backend").create().policy_llm(context) as llm:
-                return llm.scheduler
-        finally:
-            context.close()
+        return served_scheduler(plugin_manager, tmp_path, *overrides)
 
     from beyondagent_plugin_torch.generation import ChatScheduler
     from beyondagent_plugin_torch.slots import SlotScheduler

@@ -411,8 +411,8 @@ def beyondagent_write_report(run_dir: Path, title: str | None, stopped: str | No
 def beyondagent_remote_env(env_name: str, service: str, where: str, config: dict[str, Any],
                            launch: dict[str, Any]) -> EnvOpener | None:
     """Open the env named `env_name` outside this process for `env.service` = `service` (`launch`,
-    or a service's `http(s)://` URL) and return the run's `EnvOpener`; the first plugin that answers
-    provides it (beyondagent-plugin-envservice does). `config` is the spec's env block; `launch` says
+    or a service's `http(s)://` URL: the values the spec accepts) and return the run's `EnvOpener`;
+    the first plugin that answers provides it (beyondagent-plugin-envservice does, for any of them). `config` is the spec's env block; `launch` says
     how to start a server for the run (`python`: the env's own venv, `args`, `call_timeout`); `where`
     names the spec key for errors. The run closes the opener (`aclose()`) when it ends.
 
@@ -420,8 +420,8 @@ def beyondagent_remote_env(env_name: str, service: str, where: str, config: dict
 
         @hookimpl
         def beyondagent_remote_env(env_name, service, where, config, launch):
-            if service.startswith("grpc://"):
-                return MyGrpcEnvOpener(service, env_name, config)
+            if service.startswith("https://envs.example.com/"):  # this plugin's fleet; None: not ours
+                return FleetEnvOpener(service, env_name, config)
     """
 
 

@@ -3,8 +3,8 @@
 Listed as the plugin `builtin` of the distribution `beyondagent`: the task sources that read
 files, the `react` workflow, the `env` reward and the `export` backend. None of them
 asks an LLM. The environment service (`env serve`, `env.service: launch | URL`, the `envservice`
-task source) is beyondagent-plugin-envservice's; the `agent` workflow and its OpenAI-compatible gateway are beyondagent-plugin-gateway's;
-task synthesis is a plugin's too: without an LLM beyondagent-plugin-synthesis (`hindsight`,
+task source) is beyondagent-plugin-envservice's; the `agent` workflow and its OpenAI-compatible
+gateway are beyondagent-plugin-gateway's; task synthesis is a plugin's too: without an LLM beyondagent-plugin-synthesis (`hindsight`,
 `dedup`, `min_confidence`), with one beyondagent-plugin-llm (`llm`, `feasibility`, `llm_judge`).
 """
 

@@ -31,8 +31,8 @@ from beyondagent_core.venv_command import add_venv_parser, run_venv_command
 
 BUILTIN_COMMANDS = ("run", "explore", "validate", "plugins", "venv")
 # Commands first-party plugins add: typed without the plugin, each says what to install.
-PLUGIN_COMMANDS = {"env": "envservice", "view": "view", "verl": "verl", "appworld": "appworld", "model": "torch", "eval": "report",
-                   "report": "report"}
+PLUGIN_COMMANDS = {"env": "envservice", "view": "view", "verl": "verl", "appworld": "appworld", "model": "torch",
+                   "eval": "report", "report": "report"}
 
 
 def build_parser(*, plugin_commands: bool = True) -> tuple[argparse.ArgumentParser, dict[str, Any]]:

@@ -414,8 +414,8 @@ def beyondagent_remote_env(env_name: str, service: str, where: str, config: dict
     or a service's `http(s)://` URL: the values the spec accepts) and return the run's `EnvOpener`;
     the first plugin that answers provides it (beyondagent-plugin-envservice does, for any of them).
     `config` is the spec's env block; `launch` says how to start a server for the run (`python`: the
-    env's own venv, `args`, `call_timeout`); `where`
-    names the spec key for errors. The run closes the opener (`aclose()`) when it ends.
+    env's own venv, `args`, `call_timeout`); `where` names the spec key for errors. The run closes the
+    opener (`aclose()`) when it ends.
 
     Example::
 

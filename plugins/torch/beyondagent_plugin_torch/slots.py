@@ -96,7 +96,6 @@ class SlotTable:
         self.slots = [_Slot() for _ in range(slots)]
         self.stats = KVCacheStats()
         self._idle: OrderedDict[int, None] = OrderedDict()  # idle owned slots, least recently used first
-        self.budget_tokens = slots * capacity  # what ChatScheduler reads for "is anything kept"
 
     @property
     def tokens(self) -> int:
@@ -163,12 +162,6 @@ class SlotTable:
                 slot.owner, slot.ids = None, []
                 self._idle.pop(index, None)
 
-    def clear(self) -> None:
-        for index, slot in enumerate(self.slots):
-            if not slot.busy:
-                slot.owner, slot.ids = None, []
-                self._idle.pop(index, None)
-
 
 @attrs.define(eq=False)
 class _SlotRow(_Row):
@@ -193,7 +186,6 @@ class SlotScheduler(ChatScheduler):
         self.kv = SlotTable(self.max_batch_size, capacity)
         self._additive_mask = implementation == "eager"  # eager adds the mask to the scores; sdpa takes booleans
         self._cache: SlotCache | None = None
-        self._rows: list[_SlotRow | None] = [None] * self.max_batch_size  # the decoding row of each slot
         self._decode_forward = self._forward
         self._compile = compile_decode
 
@@ -231,9 +223,6 @@ class SlotScheduler(ChatScheduler):
         return torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(
             ~allowed, torch.finfo(dtype).min)
 
-    def _lengths(self) -> list[int]:
-        return [len(slot.ids) for slot in self.kv.slots]
-
     # --- ChatScheduler's hooks ---------------------------------------------------------------------
 
     def _forget_failed_pass(self) -> None:
@@ -248,9 +237,11 @@ class SlotScheduler(ChatScheduler):
     def _admit(self, batch: _Batch | None, requests: list[_Request]) -> _Batch:
         """Prefill each request's new tokens into its slot; they join `batch`."""
         cache = self.cache()
-        fits = [r for r in requests if len(r.prompt_ids) + r.max_new_tokens - 1 <= self.capacity]
+        fits = []
         for request in requests:
-            if request not in fits and not request.future.done():  # that episode fails, not the batch
+            if len(request.prompt_ids) + request.max_new_tokens - 1 <= self.capacity:
+                fits.append(request)
+            elif not request.future.done():  # that episode fails, not the batch
                 request.future.set_exception(ValueError(
                     f"a prompt of {len(request.prompt_ids)} tokens and {request.max_new_tokens} new ones do not "
                     f"fit a slot of {self.capacity} tokens (kv_layout slots holds max_episode_tokens an episode)"))

@@ -19,6 +19,7 @@ a model token); our estimators get the same rows as episodes whose steps are the
 | `rloo` | `compute_rloo_outcome_advantage` |
 | `reinforce_plus_plus` (gamma 1, 0.9, 0.5) | `compute_reinforce_plus_plus_outcome_advantage`, `AlgoConfig(gamma)` |
 | `reinforce_plus_plus_baseline` | `compute_reinforce_plus_plus_baseline_outcome_advantage` |
+| `gae.gae_whitened` (gamma, lam: 1/1, 0.99/0.95, 0.9/0.5; random values and token rewards) | `compute_gae_advantage_return` |
 
 Each is compared twice: the float64 math (to 1e-6 absolute) and the float32 arrays the estimator
 returns (to 1e-6 absolute plus 1e-6 relative: float32's own rounding). One line is printed per
@@ -41,13 +42,14 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 
 from beyondagent_core.advantages import AdvantageBatch, ScoredEpisode, Step  # noqa: E402
 from beyondagent_core.types import Task  # noqa: E402
-from beyondagent_plugin_advantages import grpo, reinforce, rloo  # noqa: E402
+from beyondagent_plugin_advantages import gae, grpo, reinforce, rloo  # noqa: E402
 from beyondagent_plugin_advantages.config import ReinforcePlusPlusConfig  # noqa: E402
 
 TOLERANCE = 1e-6
 SEEDS = range(6)
 SHAPES = [(4, 1), (6, 5), (16, 32), (12, 64)]  # (episodes B, response tokens T)
 GAMMAS = (1.0, 0.9, 0.5)
+GAE_SETTINGS = ((1.0, 1.0), (0.99, 0.95), (0.9, 0.5))  # (gamma, lam)
 
 checks = 0
 failures: list[str] = []
@@ -194,6 +196,26 @@ def check_too_few_tokens(tag: str, batch: AdvantageBatch, rewards: torch.Tensor,
     seen["batches with fewer than 2 model tokens"] += 1
 
 
+def check_gae(tag: str, gen: torch.Generator, mask: torch.Tensor) -> None:
+    """GAE on the model tokens of a gappy multi-turn mask: random critic values, an outcome on each
+    row's last model token plus small rewards on other tokens; advantages (whitened) and returns
+    compared on the model tokens (the loss reads nothing else)."""
+    if mask.sum() < 2:  # verl's whitening divides by (count - 1)
+        return
+    values = torch.randn(mask.shape, generator=gen, dtype=torch.float64)
+    rewards = token_rewards(mask, torch.rand(mask.shape[0], generator=gen, dtype=torch.float64))
+    rewards += 0.1 * torch.randn(mask.shape, generator=gen, dtype=torch.float64) * mask
+    model = mask.numpy() > 0
+    for gamma, lam in GAE_SETTINGS:
+        verl_advantages, verl_returns = core_algos.compute_gae_advantage_return(
+            rewards, values, mask, torch.tensor(gamma, dtype=torch.float64), torch.tensor(lam, dtype=torch.float64))
+        advantages, returns = gae.gae_whitened(rewards.numpy(), values.numpy(), mask.numpy(), gamma=gamma, lam=lam)
+        name = f"gae gamma={gamma} lam={lam} {tag}"
+        check(f"{name} advantages", np.where(model, advantages, 0.0), torch.where(mask > 0, verl_advantages, 0.0))
+        check(f"{name} returns", np.where(model, returns, 0.0), torch.where(mask > 0, verl_returns, 0.0))
+    seen["gae batches"] += 1
+
+
 def main() -> int:
     import verl
 
@@ -204,6 +226,7 @@ def main() -> int:
             mask = random_mask(gen, batch, length)
             check_batch(f"seed={seed} B={batch} T={length}", mask, random_groups(gen, batch),
                         random_scores(gen, batch, seed))
+            check_gae(f"seed={seed} B={batch} T={length}", gen, mask)
     # two fixed batches: every outcome equal (verl's epsilons leave ~1e-4 * r / N; ours too), one model token
     check_batch("all equal", torch.ones(4, 6, dtype=torch.float64), ["a", "a", "b", "b"],
                 torch.ones(4, dtype=torch.float64))
@@ -211,7 +234,7 @@ def main() -> int:
                 ["a", "a", "b"], torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64))
     print("covered: " + ", ".join(f"{name} {count}" for name, count in sorted(seen.items())))
     for name in ("groups of size 1", "groups of size > 1", "groups whose rollouts all score the same",
-                 "episodes without model tokens", "batches with fewer than 2 model tokens"):
+                 "episodes without model tokens", "batches with fewer than 2 model tokens", "gae batches"):
         if not seen[name]:
             failures.append(f"no input had {name}")
             print(f"FAIL coverage: no input had {name}")

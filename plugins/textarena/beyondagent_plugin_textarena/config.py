@@ -33,6 +33,7 @@ REFUSED: dict[str, str] = {
 SPLITS = ("train", "val", "test")
 SPLIT_SIZE = 1_000_000
 MAX_ACTION_CHARS = 100_000
+SEEDS_WHY = f"meaning: a split has {SPLIT_SIZE:,} seeds"
 
 
 def check_game(game: str, difficulty: str) -> None:
@@ -58,10 +59,9 @@ class TextArenaConfig:
     game: str = "tower_of_hanoi"
     difficulty: str = ""
     max_action_chars: int = attrs.field(default=2000, validator=number(
-        ge=1, le=MAX_ACTION_CHARS, why="a move is a few characters; the games parse the reply with regular expressions"))
-    max_steps: int | None = attrs.field(default=None, validator=number(ge=1, le=10_000, why="turns of one game"))
-    tasks_per_split: int = attrs.field(default=1000, validator=number(ge=1, le=SPLIT_SIZE,
-                                                                      why=f"a split has {SPLIT_SIZE:,} seeds"))
+        ge=1, le=MAX_ACTION_CHARS, why="time: the games parse a reply with regular expressions; a move is short"))
+    max_steps: int | None = attrs.field(default=None, validator=number(ge=1, le=10_000, why="time: turns of one game"))
+    tasks_per_split: int = attrs.field(default=1000, validator=number(ge=1, le=SPLIT_SIZE, why=SEEDS_WHY))
 
     def __attrs_post_init__(self) -> None:
         check_game(self.game, self.difficulty)
@@ -75,8 +75,8 @@ class TextArenaTasksConfig:
     game: str = "tower_of_hanoi"
     difficulty: str = ""
     split: str = attrs.field(default="train", validator=attrs.validators.in_(SPLITS))
-    count: int = attrs.field(default=100, validator=number(ge=1, le=SPLIT_SIZE, why=f"a split has {SPLIT_SIZE:,} seeds"))
-    start: int = attrs.field(default=0, validator=number(ge=0, le=SPLIT_SIZE - 1, why=f"a split has {SPLIT_SIZE:,} seeds"))
+    count: int = attrs.field(default=100, validator=number(ge=1, le=SPLIT_SIZE, why=SEEDS_WHY))
+    start: int = attrs.field(default=0, validator=number(ge=0, le=SPLIT_SIZE - 1, why=SEEDS_WHY))
 
     def __attrs_post_init__(self) -> None:
         check_game(self.game, self.difficulty)

@@ -40,10 +40,11 @@ def _server_environment(token: str) -> dict[str, str]:
     `env serve` is this plugin's own command, so a run that names the plugins to load
     (`BEYONDAGENT_PLUGINS`, or autoload off as the testing kit sets it) still gets a server.
     """
+    from beyondagent_core.plugins import Switches  # the run's own reading of the switches
+
     environment = {**os.environ, TOKEN_VAR: token, "PYTHONUNBUFFERED": "1"}
     allowed = environment.get("BEYONDAGENT_PLUGINS", "")
-    autoload_off = environment.get("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", "").strip().lower() in ("1", "true", "yes", "on")
-    if allowed.strip() or autoload_off:
+    if allowed.strip() or not Switches.from_environment().autoload:
         environment["BEYONDAGENT_PLUGINS"] = ",".join(filter(None, [allowed.strip(), "envservice"]))
     return environment
 

@@ -209,7 +209,7 @@ class SlotScheduler(ChatScheduler):
     def _forward(self, input_ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                  write_index: torch.Tensor) -> torch.Tensor:
         """One forward over every slot; the logits of each row's last column [slots, vocab]."""
-        cache = self.cache() if self._cache is None else self._cache
+        cache = self.cache()
         cache.write_index = write_index
         out = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions, use_cache=True,
                          **{self._cache_key: cache}, **self._last_logits_only)

@@ -65,7 +65,9 @@ class ScoredEpisode:
     judge's score; `length` the number of tokens in its sequence (prompt included), which is the
     length of the advantage array to return; `steps` its model turns in order. `failure` is None for
     a finished episode, else why it failed (one of `FAILURE_REASONS`, see `failure_of`): such an
-    episode is left out of the batch an estimator sees (`estimate_finished`).
+    episode is left out of the batch an estimator sees (`estimate_finished`). `values` (float32,
+    `length`) is the critic's value of the state before each token, for an estimator that uses
+    values (`AdvantageSpec.uses_values`); None otherwise.
     """
 
     group: Hashable
@@ -75,6 +77,7 @@ class ScoredEpisode:
     length: int
     steps: tuple[Step, ...]
     failure: str | None = None
+    values: np.ndarray | None = attrs.field(default=None, eq=False)
 
     @property
     def token_mask(self) -> np.ndarray:
@@ -110,7 +113,9 @@ class AdvantageBatch:
 class Advantages:
     """An estimator's answer: one float32 array per episode (its `length`), and metrics.
 
-    Metric names are relative (`flat_groups`); the backend logs them under `advantage/`.
+    Metric names are relative (`flat_groups`); the backend logs them under `advantage/`. An estimator
+    that uses values also answers `returns`, the critic's per-token targets (one array per episode,
+    like `per_token`).
     """
 
     per_token: list[np.ndarray]
@@ -118,6 +123,7 @@ class Advantages:
     # Optional, for people to read (`beyondagent view`): one value per step (model turn) of each
     # episode — ADCA's step rewards, GiGPO's step-level advantages; None for an episode without.
     per_step: list[np.ndarray | None] | None = None
+    returns: list[np.ndarray] | None = None
 
 
 class AdvantageError(ValueError):
@@ -138,6 +144,14 @@ def check_advantages(result: Any, batch: AdvantageBatch, *, who: str) -> Advanta
                                  f"its advantages have shape {shape}")
         if not np.all(np.isfinite(values)):
             raise AdvantageError(f"{who}: episode {index} ({episode.task.task_id}) got a NaN or infinite advantage")
+    if result.returns is not None:
+        if len(result.returns) != len(batch.episodes):
+            raise AdvantageError(f"{who} returned returns for {len(result.returns)} of {len(batch.episodes)} episodes")
+        for index, (values, episode) in enumerate(zip(result.returns, batch.episodes)):
+            if getattr(values, "shape", None) != (episode.length,) or not np.all(np.isfinite(values)):
+                raise AdvantageError(f"{who}: episode {index} ({episode.task.task_id}) has {episode.length} tokens; "
+                                     f"its returns must be as many finite numbers, got shape "
+                                     f"{getattr(values, 'shape', None)}")
     if result.per_step is not None:
         if len(result.per_step) != len(batch.episodes):
             raise AdvantageError(f"{who} returned step values for {len(result.per_step)} of "
@@ -200,11 +214,12 @@ def prefix_turns(trajectory: Trajectory) -> int:
 
 def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tuple[int, int]], length: int,
                    step_rewards: Sequence[float | None] | None = None, *,
-                   trainable: bool | None = None) -> ScoredEpisode:
+                   trainable: bool | None = None, values: np.ndarray | None = None) -> ScoredEpisode:
     """A backend's episode as an estimator sees it: its turns paired with their token spans.
 
     `trainable` is the backend's word on whether the episode has tokens to train; by default, whether
-    any span holds a token. An episode with an error or nothing to train gets a `failure`.
+    any span holds a token. An episode with an error or nothing to train gets a `failure`. `values`:
+    the critic's, for an estimator that uses them.
     """
     reward = trajectory.reward
     if trainable is None:
@@ -212,7 +227,15 @@ def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tupl
     return ScoredEpisode(group=group, task=trajectory.task, outcome=0.0 if reward is None else float(reward.score),
                          success=bool(reward is not None and reward.success), length=int(length),
                          steps=steps_of(trajectory.turns, spans, step_rewards, replayed=prefix_turns(trajectory)),
-                         failure=failure_of(trajectory, trainable=trainable))
+                         failure=failure_of(trajectory, trainable=trainable), values=values)
+
+
+def uses_critic(spec: Any) -> bool:
+    """Whether the spec's estimator (`backend.advantage`) reads a critic's values: the backend then
+    trains one (`AdvantageSpec.uses_values`; the spec's `critic:` section, its defaults when unset)."""
+    component = spec.component("backend.advantage")
+    registration = None if component is None else component.registration
+    return bool(registration is not None and getattr(registration.spec, "uses_values", False))
 
 
 # An error's text is "TypeName: message" (`EpisodeRunner`); these say it ran out of time: a type named
@@ -300,8 +323,13 @@ def estimate_finished(estimator: Any, batch: AdvantageBatch, *, who: str) -> Adv
     result = check_advantages(estimator.estimate(part), part, who=who) if part.episodes else Advantages([])
     per_token = [np.zeros(episode.length, dtype=np.float32) for episode in batch.episodes]
     per_step: list[np.ndarray | None] | None = None if result.per_step is None else [None] * len(batch.episodes)
+    # a dropped episode trains neither the policy nor the critic: its returns are never read
+    returns = None if result.returns is None else [np.zeros(e.length, dtype=np.float32) for e in batch.episodes]
     for position, index in enumerate(kept):
         per_token[index] = result.per_token[position]
         if per_step is not None:
             per_step[index] = result.per_step[position]
-    return Advantages(per_token=per_token, metrics={**result.metrics, **dropped}, per_step=per_step)
+        if returns is not None:
+            returns[index] = result.returns[position]
+    return Advantages(per_token=per_token, metrics={**result.metrics, **dropped}, per_step=per_step,
+                      returns=returns)

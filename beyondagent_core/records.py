@@ -144,10 +144,14 @@ class RewardSpec(ComponentSpec):
 @attrs.frozen
 class AdvantageSpec(ComponentSpec):
     """Provides an advantage estimator: `factory(config) -> AdvantageEstimator` (the spec's
-    `backend.advantage`; `beyondagent_core.advantages` holds what it receives and returns)."""
+    `backend.advantage`; `beyondagent_core.advantages` holds what it receives and returns).
+    `uses_values`: the estimator reads a critic's per-token values (`ScoredEpisode.values`, e.g.
+    GAE), so the backend trains a critic (the spec's `critic:`) on the returns it answers with."""
 
     kind: ClassVar[str] = "advantage"
     label: ClassVar[str] = "advantage estimator"
+
+    uses_values: bool = False
 
 
 @attrs.frozen

@@ -44,11 +44,13 @@ from beyondagent_core.checks import (
     MAX_REWARD,
     MAX_SECONDS,
     MAX_SEED,
+    MAX_STEPS,
     MAX_TOKENS,
     RATIO_WHY,
     REWARD_WHY,
     SECONDS_WHY,
     SEED_WHY,
+    STEPS_WHY,
     TOKENS_WHY,
     FieldRangeError,
     component_references,
@@ -219,6 +221,22 @@ class AlgorithmSection:
     sft: SftWarmup | None = attrs.field(default=None, validator=_check_sft)
 
 
+@attrs.define
+class CriticSection:
+    """`critic:` the value model of estimators that use one (`gae`: PPO). `path`: its starting
+    checkpoint (unset: the policy's, `model.path`, with a new scalar value head); `lr`: its AdamW's
+    learning rate; `warmup_steps`: the first steps train the critic only, the policy waits (verl's
+    `trainer.critic_warmup`); `cliprange_value`: how far a prediction may move from the value the
+    rollout saw before its loss is clipped (verl's `critic.cliprange_value`). It trains with the
+    backend's epochs, mini- and micro-batches, weight decay and gradient clip, and with LoRA
+    adapters (its value head trained in full) when the policy has them."""
+
+    path: str | None = None
+    lr: float = attrs.field(default=1e-5, validator=number(gt=0, le=MAX_LR, why=LR_WHY))
+    warmup_steps: int = attrs.field(default=0, validator=number(ge=0, le=MAX_STEPS, why=STEPS_WHY))
+    cliprange_value: float = attrs.field(default=0.5, validator=number(gt=0, le=MAX_REWARD, why=REWARD_WHY))
+
+
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -355,7 +373,7 @@ FILTERS_PATH = "explore.filters"
 SELECTABLE_KINDS: tuple[str, ...] = tuple(sorted({slot.kind for slot in SLOTS} | {"task_filter"}))
 TOP_LEVEL_KEYS: tuple[str, ...] = (
     "run", "model", "tasks", "env", "explore", "mixture", "workflow", "reward", "synthetic_reward", "llm",
-    "algorithm", "backend", "experience", "logging", "plugins",
+    "algorithm", "critic", "backend", "experience", "logging", "plugins",
 )
 
 
@@ -418,6 +436,7 @@ class Spec:
     resolved: dict[str, Any]
     secrets: set[str] = attrs.field(factory=set)
     llm: LLMConfig | str | None = None  # `llm:` an endpoint, "policy", or unset
+    critic: CriticSection | None = None  # `critic:` (estimators that use values); unset: None
 
     def component(self, key_path: str) -> Component | None:
         return self.components.get(key_path)
@@ -632,8 +651,11 @@ def validate_spec(raw: RawSpec, registry: Registry) -> Spec:
     llm = _validate_llm(data.get("llm"), where)
     if llm is not None:
         resolved["llm"] = llm if isinstance(llm, str) else attrs.asdict(llm)
+    critic = _validate_critic(data.get("critic"), components["backend.advantage"], where)
+    if critic is not None:
+        resolved["critic"] = attrs.asdict(critic)
     return Spec(path=raw.path, components=components, filters=filter_components,
-                resolved=resolved, secrets=set(raw.secrets), llm=llm, **core)
+                resolved=resolved, secrets=set(raw.secrets), llm=llm, critic=critic, **core)
 
 
 def _check_algorithm_name(algorithm: AlgorithmSection, registry: Registry, where: str) -> None:
@@ -646,6 +668,20 @@ def _check_algorithm_name(algorithm: AlgorithmSection, registry: Registry, where
                         "estimator is chosen in the backend block", where=f"{where}, key algorithm.name",
                         hint=f"set algorithm.name: grpo and backend.advantage: {{name: {algorithm.name}}} "
                              f"(estimators: {', '.join(estimators)})")
+
+
+def _validate_critic(value: Any, advantage: Component, where: str) -> CriticSection | None:
+    """The `critic` section, read only by an estimator that uses a critic's values (`gae`)."""
+    if value is None:
+        return None
+    critic = structured(CriticSection, _mapping(value, "critic", where), "critic", where)
+    registration = advantage.registration
+    if registration is None or not getattr(registration.spec, "uses_values", False):
+        name = advantage.name or "grpo (the default)"
+        raise SpecError(f"critic: is set, but the advantage estimator {name} uses no critic: nothing would read it",
+                        where=f"{where}, key critic",
+                        hint="remove the critic section, or set backend.advantage: {name: gae} to train with one (PPO)")
+    return critic
 
 
 def _validate_llm(value: Any, where: str) -> LLMConfig | str | None:

@@ -15,6 +15,9 @@ array per episode as long as its tokens, zero outside model turns, the same answ
 an answer that follows the episodes when the batch is reordered. Through the core's
 `estimate_finished` (what every backend calls) a failed episode gets 0 and leaves its siblings'
 advantages as they are without it, and a group failures leave with one finished episode is skipped.
+Every made-up episode carries critic values (`ScoredEpisode.values`): an estimator registered with
+`uses_values` must read them and answer returns; any other must not depend on them (a backend
+without a critic gives none).
 An estimator that needs an LLM (a step judge) gets its endpoint in `implementation`, e.g. the
 `openai_server` fixture's.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 
@@ -50,8 +54,9 @@ def episode(group: str, outcome: float, observations: list[str], *, prompt: int 
         steps.append(Step(start=position, end=position + length, observation=observation,
                           action=f"action {index} of {group}/{seed}"))
         position += length + gap
+    values = np.array([rng.uniform(-1.0, 1.0) for _ in range(position)], dtype=np.float32)
     return ScoredEpisode(group=group, task=Task(task_id=group, query=f"solve {group}"), outcome=outcome,
-                         success=outcome > 0.5, length=position, steps=tuple(steps), failure=failure)
+                         success=outcome > 0.5, length=position, steps=tuple(steps), failure=failure, values=values)
 
 
 def with_failures(batch: AdvantageBatch) -> tuple[AdvantageBatch, list[int | None]]:
@@ -89,9 +94,12 @@ class AdvantageContract:
         raise pytest.UsageError(f"{type(self).__name__} must define the fixture `implementation`")
 
     @pytest.fixture
-    def estimator(self, plugin_manager: Any, implementation: dict[str, Any]) -> Any:
-        component = select_component(Registry(plugin_manager), "advantage", dict(implementation),
-                                     key_path="backend.advantage")
+    def component(self, plugin_manager: Any, implementation: dict[str, Any]) -> Any:
+        return select_component(Registry(plugin_manager), "advantage", dict(implementation),
+                                key_path="backend.advantage")
+
+    @pytest.fixture
+    def estimator(self, component: Any) -> Any:
         return component.create()
 
     def estimate(self, estimator: Any, batch: AdvantageBatch) -> Advantages:
@@ -128,6 +136,17 @@ class AdvantageContract:
         moved = self.estimate(estimator, shuffled).per_token
         for position, index in enumerate(order):
             np.testing.assert_allclose(moved[position], straight[index], rtol=1e-6, atol=1e-6)
+
+    def test_reads_critic_values_exactly_when_registered_to(self, component: Any, estimator: Any) -> None:
+        batch = sample_batch()
+        shifted = AdvantageBatch(episodes=tuple(attrs.evolve(e, values=e.values * 0.5 + 0.25) for e in batch.episodes),
+                                 step=batch.step, total_steps=batch.total_steps)
+        first, second = self.estimate(estimator, batch), self.estimate(estimator, shifted)
+        moved = any(not np.allclose(a, b, atol=1e-6) for a, b in zip(first.per_token, second.per_token))
+        if component.registration.spec.uses_values:  # the critic's values shape the answer; returns train it
+            assert moved and first.returns is not None and second.returns is not None
+        else:  # no backend gives values to an estimator that did not ask: it must not need them
+            assert not moved
 
     def test_metrics_are_finite_numbers(self, estimator: Any) -> None:
         result = self.estimate(estimator, sample_batch())

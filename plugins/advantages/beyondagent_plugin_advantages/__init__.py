@@ -1,5 +1,6 @@
 """BeyondAgent's first-party advantage estimators: `grpo` (the default), `dr_grpo`, `rloo`,
-`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, `gigpo`, `adca`.
+`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, `gigpo`, `adca`, and `gae` (PPO: a critic's
+values, `uses_values`).
 
 An estimator turns a training batch of finished episodes into one advantage per response token
 (`beyondagent_core.advantages`); a spec picks one with `backend.advantage: {name: ...}`. They use
@@ -13,6 +14,7 @@ from beyondagent_core import AdvantageSpec, hookimpl
 from beyondagent_plugin_advantages.config import (
     AdcaConfig,
     DrGrpoConfig,
+    GaeConfig,
     GigpoConfig,
     GrpoConfig,
     ReinforcePlusPlusBaselineConfig,
@@ -20,7 +22,7 @@ from beyondagent_plugin_advantages.config import (
     RlooConfig,
 )
 
-__all__ = ["AdcaConfig", "DrGrpoConfig", "GigpoConfig", "GrpoConfig", "ReinforcePlusPlusBaselineConfig",
+__all__ = ["AdcaConfig", "DrGrpoConfig", "GaeConfig", "GigpoConfig", "GrpoConfig", "ReinforcePlusPlusBaselineConfig",
            "ReinforcePlusPlusConfig", "RlooConfig", "beyondagent_advantages"]
 
 _PACKAGE = "beyondagent_plugin_advantages"
@@ -45,4 +47,6 @@ def beyondagent_advantages() -> list[AdvantageSpec]:
                       summary="GiGPO: GRPO plus step advantages from groups of identical states."),
         AdvantageSpec(name="adca", factory=f"{_PACKAGE}.adca:Adca", config_cls=AdcaConfig,
                       summary="ADCA-GRPO: an LLM labels each step GOOD/BAD; step-wise suffix-sum advantages."),
+        AdvantageSpec(name="gae", factory=f"{_PACKAGE}.gae:Gae", config_cls=GaeConfig, uses_values=True,
+                      summary="GAE (PPO): a critic's values, TD errors over the model tokens, whitened."),
     ]

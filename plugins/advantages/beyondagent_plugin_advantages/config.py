@@ -59,6 +59,15 @@ class ReinforcePlusPlusConfig:
 
 
 @attrs.define
+class GaeConfig:
+    """`gamma`: discount per model token; `lam`: GAE's lambda, from 0 (one-step TD errors: the critic's
+    word) to 1 (Monte-Carlo returns minus the value). verl's `algorithm.gamma` and `algorithm.lam`."""
+
+    gamma: float = attrs.field(default=1.0, validator=number(ge=0, le=1, why=FRACTION_WHY))
+    lam: float = attrs.field(default=1.0, validator=number(ge=0, le=1, why=FRACTION_WHY))
+
+
+@attrs.define
 class ReinforcePlusPlusBaselineConfig:
     """REINFORCE++-baseline has no settings: group-mean baseline, then whitened over the batch's tokens."""
 

@@ -9,15 +9,19 @@ turn's last token bootstraps from the first token of the next turn. Returns are 
 `masked_whiten`, `reinforce.whiten`). Rewards are per token: an outcome sits on the episode's last
 model token, where verl's agent loop puts it.
 
-This is the `gae` estimator's math, checked against verl (tests/verl_estimator_parity.py); the
-estimator itself needs per-token values from a critic, which no backend has yet (issue 40), so it is
-not registered.
+The math is checked against verl (tests/verl_estimator_parity.py). The `gae` estimator (`Gae`)
+reads the critic's values from each episode (`ScoredEpisode.values`, the value of the state before
+each token: the backend's critic computes them, `critic:` in the spec) and answers the whitened
+advantages and the returns, which the backend trains the critic on. A group of one is fine: the
+critic is the baseline (`algorithm.group_size: 1` is PPO's usual setting).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from beyondagent_core.advantages import AdvantageBatch, AdvantageError, Advantages
+from beyondagent_plugin_advantages.config import GaeConfig
 from beyondagent_plugin_advantages.reinforce import whiten
 
 
@@ -50,3 +54,48 @@ def gae_whitened(rewards: np.ndarray, values: np.ndarray, mask: np.ndarray, *, g
     advantages, returns = gae(rewards, values, mask, gamma=gamma, lam=lam)
     mask = np.asarray(mask, dtype=np.float64)
     return np.stack(whiten(list(advantages), list(mask))), returns
+
+
+def padded(rows: list[np.ndarray]) -> np.ndarray:
+    """Rows of different lengths as one float64 [rows, longest] array, 0 after each row's end."""
+    out = np.zeros((len(rows), max((len(row) for row in rows), default=0)))
+    for index, row in enumerate(rows):
+        out[index, :len(row)] = row
+    return out
+
+
+class Gae:
+    """PPO's advantages from a critic: the outcome on each episode's last model token, GAE over the
+    model tokens with `gamma` and `lam`, whitened over the batch; the returns are the critic's targets."""
+
+    uses_values = True
+
+    def __init__(self, config: GaeConfig | None = None):
+        self.config = config or GaeConfig()
+
+    def estimate(self, batch: AdvantageBatch) -> Advantages:
+        episodes = batch.episodes
+        if not episodes:
+            return Advantages(per_token=[], returns=[])
+        missing = [e.task.task_id for e in episodes if e.values is None or len(e.values) != e.length]
+        if missing:
+            raise AdvantageError(f"gae needs the critic's value of every token, and the backend gave none (or the "
+                                 f"wrong number) for {len(missing)} episodes, e.g. {missing[0]}: a backend that "
+                                 "runs gae must compute values with its critic (ScoredEpisode.values)")
+        masks = [e.token_mask for e in episodes]
+        rewards = []
+        for episode, mask in zip(episodes, masks):
+            reward = np.zeros(episode.length)
+            model = np.flatnonzero(mask)
+            if len(model):
+                reward[model[-1]] = episode.outcome  # where verl's agent loop puts the score
+            rewards.append(reward)
+        mask, values = padded(masks), padded([e.values for e in episodes])
+        advantages, returns = gae_whitened(padded(rewards), values, mask, gamma=self.config.gamma,
+                                           lam=self.config.lam)
+        tokens = max(float(mask.sum()), 1.0)
+        return Advantages(
+            per_token=[advantages[i, :e.length].astype(np.float32) for i, e in enumerate(episodes)],
+            returns=[(returns[i, :e.length] * masks[i]).astype(np.float32) for i, e in enumerate(episodes)],
+            metrics={"returns_mean": float((returns * mask).sum() / tokens),
+                     "values_mean": float((values * mask).sum() / tokens)})

@@ -52,6 +52,12 @@ class TestReinforcePlusPlusBaseline(AdvantageContract):
         return {"name": "reinforce_plus_plus_baseline"}
 
 
+class TestGae(AdvantageContract):
+    @pytest.fixture
+    def implementation(self) -> dict[str, Any]:
+        return {"name": "gae", "gamma": 0.99, "lam": 0.95}
+
+
 class TestGigpo(AdvantageContract):
     @pytest.fixture
     def implementation(self) -> dict[str, Any]:

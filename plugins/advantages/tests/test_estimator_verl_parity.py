@@ -1,6 +1,6 @@
 """The estimators verl also has match its `core_algos` to 1e-6 on random inputs (the script:
 verl_estimator_parity.py): `grpo`, `dr_grpo`, `rloo`, `reinforce_plus_plus`, `reinforce_plus_plus_baseline`,
-and GAE's math (`gae.py`, for the critic to come).
+and `gae` (its float64 math and the estimator's float32 answer, advantages and returns).
 
 It runs with the python of the verl plugin's venv (verl 0.9.1 pins transformers<5.11; the main env
 has a newer one), built and cached by the core's venv mechanism, exactly as the torch backend's
@@ -41,5 +41,5 @@ def test_estimators_match_verl_core_algos(verl_venv: Venv) -> None:
         + f"\n{summary}\n{result.stderr[-3000:]}")
     assert lines and lines[-1].endswith("0 mismatches (tolerance 1e-06)"), summary
     for name in ("dr_grpo", "rloo", "reinforce_plus_plus gamma=0.9", "reinforce_plus_plus_baseline",
-                 "gae gamma=0.99 lam=0.95"):
+                 "gae gamma=0.99 lam=0.95", "estimator float32 returns"):
         assert any(name in line for line in lines), f"no check of {name} ran"

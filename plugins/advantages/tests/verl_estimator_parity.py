@@ -20,6 +20,7 @@ a model token); our estimators get the same rows as episodes whose steps are the
 | `reinforce_plus_plus` (gamma 1, 0.9, 0.5) | `compute_reinforce_plus_plus_outcome_advantage`, `AlgoConfig(gamma)` |
 | `reinforce_plus_plus_baseline` | `compute_reinforce_plus_plus_baseline_outcome_advantage` |
 | `gae.gae_whitened` (gamma, lam: 1/1, 0.99/0.95, 0.9/0.5; random values and token rewards) | `compute_gae_advantage_return` |
+| `gae.Gae` (the estimator, float32: outcomes on the last model token, groups of one)       | `compute_gae_advantage_return` |
 
 Each is compared twice: the float64 math (to 1e-6 absolute) and the float32 arrays the estimator
 returns (to 1e-6 absolute plus 1e-6 relative: float32's own rounding). One line is printed per
@@ -35,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(REPO), str(REPO / "plugins" / "advantages")]
 
+import attrs  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from verl.trainer.config import AlgoConfig  # noqa: E402
@@ -43,7 +45,7 @@ from verl.trainer.ppo import core_algos  # noqa: E402
 from beyondagent_core.advantages import AdvantageBatch, ScoredEpisode, Step  # noqa: E402
 from beyondagent_core.types import Task  # noqa: E402
 from beyondagent_plugin_advantages import gae, grpo, reinforce, rloo  # noqa: E402
-from beyondagent_plugin_advantages.config import ReinforcePlusPlusConfig  # noqa: E402
+from beyondagent_plugin_advantages.config import GaeConfig, ReinforcePlusPlusConfig  # noqa: E402
 
 TOLERANCE = 1e-6
 SEEDS = range(6)
@@ -213,6 +215,20 @@ def check_gae(tag: str, gen: torch.Generator, mask: torch.Tensor) -> None:
         name = f"gae gamma={gamma} lam={lam} {tag}"
         check(f"{name} advantages", np.where(model, advantages, 0.0), torch.where(mask > 0, verl_advantages, 0.0))
         check(f"{name} returns", np.where(model, returns, 0.0), torch.where(mask > 0, verl_returns, 0.0))
+    # the `gae` estimator (float32) as a backend calls it: the outcome on each row's last model token,
+    # the critic's values on the episodes, PPO's groups of one
+    scores = torch.rand(mask.shape[0], generator=gen, dtype=torch.float64)
+    batch = as_batch(mask, [f"task-{row}" for row in range(mask.shape[0])], scores)
+    batch = AdvantageBatch(episodes=tuple(attrs.evolve(episode, values=row) for episode, row
+                                          in zip(batch.episodes, values.numpy())))
+    for gamma, lam in GAE_SETTINGS:
+        verl_advantages, verl_returns = core_algos.compute_gae_advantage_return(
+            token_rewards(mask, scores), values, mask, torch.tensor(gamma, dtype=torch.float64),
+            torch.tensor(lam, dtype=torch.float64))
+        answer = gae.Gae(GaeConfig(gamma=gamma, lam=lam)).estimate(batch)
+        name = f"gae gamma={gamma} lam={lam} {tag} estimator float32"
+        check(f"{name} advantages", np.stack(answer.per_token), torch.where(mask > 0, verl_advantages, 0.0), rtol=1e-6)
+        check(f"{name} returns", np.stack(answer.returns), torch.where(mask > 0, verl_returns, 0.0), rtol=1e-6)
     seen["gae batches"] += 1
 
 

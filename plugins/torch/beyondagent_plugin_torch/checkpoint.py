@@ -15,6 +15,7 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,9 @@ class Checkpoint:
 
 
 def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any,
-                    spec: dict[str, Any], keep: int) -> Path:
-    """Write the state after `step` steps; keeps the newest `keep` checkpoints."""
+                    spec: dict[str, Any], keep: int, extra: Callable[[Path], None] | None = None) -> Path:
+    """Write the state after `step` steps; keeps the newest `keep` checkpoints. `extra(directory)`
+    writes more into the checkpoint before it is made final (the critic)."""
     root = run_dir / CHECKPOINTS_DIR
     final = root / f"step_{step:06d}"
     staging = root / f".staging-step_{step:06d}"
@@ -53,6 +55,8 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any, opt
         "python_rng": random.getstate(),
     }, staging / "optimizer.pt")
     (staging / "state.json").write_text(json.dumps({"step": step, "spec": spec}, indent=2, default=str) + "\n")
+    if extra is not None:
+        extra(staging)
     _fsync_tree(staging)  # on disk before the rename makes it the checkpoint a resume trusts
     if final.exists():
         shutil.rmtree(final)

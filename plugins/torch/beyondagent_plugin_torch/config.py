@@ -132,6 +132,7 @@ def one_of(field: str, value: Any, choices: tuple[str, ...]) -> None:
 
 def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
     """What the torch backend needs of `algorithm:`; errors name the key and its valid values."""
+    from beyondagent_core.advantages import uses_critic
     from beyondagent_plugin_torch.grpo import KL_TYPES, LOSS_AGG_MODES, POLICY_LOSSES
 
     algo = spec.algorithm
@@ -139,9 +140,15 @@ def check_algorithm(spec: Spec, config: TorchConfig | None = None) -> None:
     if algo.name != "grpo":
         raise SpecError(f"the torch backend implements GRPO, not {algo.name!r}", where=f"{where}.name",
                         hint="set algorithm.name: grpo")
-    if algo.group_size < 2:
+    critic = uses_critic(spec)
+    if algo.group_size < 2 and not critic:
         raise SpecError(f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a group, "
-                        "so it needs at least 2", where=f"{where}.group_size", hint="use 4 to 16")
+                        "so it needs at least 2", where=f"{where}.group_size",
+                        hint="use 4 to 16, or PPO (backend.advantage: {name: gae}), whose critic is the baseline")
+    if critic and algo.dynamic_sampling:
+        raise SpecError("algorithm.dynamic_sampling drops groups whose rewards are all equal; with a critic "
+                        f"({spec.component('backend.advantage').name}) such a group still has advantages",
+                        where=f"{where}.dynamic_sampling", hint="remove algorithm.dynamic_sampling")
     if algo.kl_type not in KL_TYPES:
         raise SpecError(f"unknown algorithm.kl_type {algo.kl_type!r}", where=f"{where}.kl_type",
                         hint=f"one of {', '.join(KL_TYPES)}")

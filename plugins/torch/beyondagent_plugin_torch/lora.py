@@ -27,16 +27,22 @@ ADAPTER_CONFIG = "adapter_config.json"
 MERGED_DIR = "merged"
 
 
-def with_adapters(model: Any, lora: Any, *, seed: int, where: str = "model.lora") -> Any:
+def with_adapters(model: Any, lora: Any, *, seed: int, where: str = "model.lora", task_type: str = "CAUSAL_LM") -> Any:
     """`model` wrapped with LoRA adapters as `lora` (a `LoraSection`) describes them, their random
-    initial weights drawn from `seed` (the run's), not from whatever the global generator holds."""
+    initial weights drawn from `seed` (the run's), not from whatever the global generator holds.
+    `task_type` TOKEN_CLS (the critic): peft trains the value head in full besides the adapters."""
     import torch
     from peft import LoraConfig, get_peft_model
 
-    targets = list(lora.target_modules)
+    targets: Any = list(lora.target_modules)
+    if targets == ["all-linear"]:
+        # peft's all-linear leaves out a causal LM's output head; a critic's value head (trained in
+        # full, as peft's TOKEN_CLS does with `score`) must be left out by name
+        targets = "all-linear" if task_type == "CAUSAL_LM" else sorted(
+            {name.rsplit(".", 1)[-1] for name, module in model.named_modules()
+             if isinstance(module, torch.nn.Linear) and not name.startswith("score")})
     config = LoraConfig(r=int(lora.rank), lora_alpha=float(lora.alpha), lora_dropout=float(lora.dropout),
-                        target_modules="all-linear" if targets == ["all-linear"] else targets,
-                        bias="none", task_type="CAUSAL_LM")
+                        target_modules=targets, bias="none", task_type=task_type)
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

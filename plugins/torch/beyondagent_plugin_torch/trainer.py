@@ -34,6 +34,7 @@ from beyondagent_core.advantages import (
     AdvantageError,
     estimate_finished,
     scored_episode,
+    uses_critic,
 )
 from beyondagent_core.context import DEFAULT_ADVANTAGE, RunContext, TrainingData
 from beyondagent_core.episode_records import (
@@ -54,7 +55,7 @@ from beyondagent_core.runtime.guidance import (
     trains_stripped,
 )
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
-from beyondagent_core.spec import Spec
+from beyondagent_core.spec import CriticSection, Spec
 from beyondagent_core.types import Task
 from beyondagent_plugin_torch.async_rollout import (
     DeviceTurns,
@@ -70,6 +71,7 @@ from beyondagent_plugin_torch.checkpoint import (
     load_training_state,
     save_checkpoint,
 )
+from beyondagent_plugin_torch.critic import CRITIC_DIR, Critic, explained_variance, load_value_model
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm, overlong_max_len
 from beyondagent_plugin_torch.generation import Sampling
 from beyondagent_plugin_torch.slots import make_scheduler
@@ -108,7 +110,7 @@ from beyondagent_plugin_torch.sft import (
     reference_examples,
     sft_update,
 )
-from beyondagent_plugin_torch.update import grpo_update, make_batch
+from beyondagent_plugin_torch.update import episode_arrays, grpo_update, make_batch
 
 log = get_logger("beyondagent.torch")
 
@@ -236,8 +238,6 @@ class Trainer:
             trainable, total = trainable_parameters(self.model)
             log.info("train.lora", trainable_parameters=trainable, parameters=total,
                      share=round(trainable / max(total, 1), 5))
-        if spec.model.gradient_checkpointing:  # train mode only: rollouts keep their KV cache
-            enable_gradient_checkpointing(self.model, where=f"{spec.path}, key model.gradient_checkpointing")
         context = getattr(self.model.config, "max_position_embeddings", None)
         if context is not None and config.max_episode_tokens > context:
             raise SpecError(f"backend.max_episode_tokens={config.max_episode_tokens} is longer than the model's "
@@ -255,7 +255,12 @@ class Trainer:
         warmup = config.warmup_steps
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: min(1.0, (step + 1) / (warmup + 1)) if warmup else 1.0)
+        # PPO: an estimator that reads values (gae) gets a critic to give them (critic.py)
+        self.critic = self._critic() if uses_critic(spec) else None
         self.start_step = self._resume_or_start_fresh()
+        if spec.model.gradient_checkpointing:  # train mode only: rollouts keep their KV cache
+            for model in (self.model, *([] if self.critic is None else [self.critic.model])):  # as resumed
+                enable_gradient_checkpointing(model, where=f"{spec.path}, key model.gradient_checkpointing")
         # The rollout samples with the policy, or under mixed precision with a copy of it in the compute
         # dtype, refreshed after every optimizer step (precision.py).
         self.rollout_weights = RolloutWeights(self.model, self.precision)
@@ -391,20 +396,31 @@ class Trainer:
         epoch, generated_episodes = rollout_batch.epoch, rollout_batch.generated
         episodes, staleness_metrics = self.fresh_episodes(step, rollout_batch.trained)
 
-        advantages, step_values, advantage_metrics = self.estimate_advantages(step, episodes)
+        trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
+        values, value_columns = self.critic_values(episodes, trainable)
+        advantages, step_values, advantage_metrics, returns = self.estimate_advantages(step, episodes, values)
         self.write_episodes(metrics_log, step, "train", episodes, advantages, step_values)
         flat_groups = self.count_flat_groups(step, generated_episodes)
-        trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
         if not trainable:
             first = next((e.trajectory.error for e in episodes if e.trajectory.error), "no tokens were generated")
             raise RunError(f"step {step}: every episode failed, nothing to train on; first error: {first}",
                            hint="run with -v; episode_errors.jsonl in the run directory has each failure")
-        if pipeline is None:  # else train mode only within the update's device turns (DeviceTurns)
-            self.model.train()
         update_started = time.perf_counter()
         batch = make_batch([episodes[i] for i in trainable], [advantages[i] for i in trainable],
-                           pad_token_id=self.tokenizer.pad_token_id, device=self.device)
+                           pad_token_id=self.tokenizer.pad_token_id, device=self.device,
+                           returns=None if returns is None else [returns[i] for i in trainable])
         generator = torch.Generator().manual_seed(episode_seed(self.run.info.seed, "minibatches", step))
+        critic_metrics: dict[str, float] = {}
+        if self.critic is not None:  # verl's order: the critic regresses on the returns, then the policy updates
+            batch.values = value_columns
+            with self.turns.update(self.critic.model) if pipeline is not None else contextlib.nullcontext():
+                critic_metrics = self.critic.update(batch, algorithm=self.algorithm, config=self.config,
+                                                    generator=torch.Generator().manual_seed(
+                                                        episode_seed(self.run.info.seed, "critic", step)))
+            critic_metrics["critic/vf_explained_var"] = explained_variance(batch.values, batch.returns,
+                                                                           batch.loss_mask)
+        if pipeline is None:  # else train mode only within the update's device turns (DeviceTurns)
+            self.model.train()
         off_policy_clip = None
         if self.guidance is not None:
             off_policy_clip = (self.guidance.block.off_clip_high, self.guidance.block.dual_clip)
@@ -417,12 +433,17 @@ class Trainer:
         # the sampling weights' rounding (a bf16 rollout copy under mixed precision)
         if self.config.rollout_is if self.config.rollout_is is not None else pipeline is not None:
             lagging["tis_cap"] = self.config.tis_cap
-        actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
-                            config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
-                            off_policy_clip=off_policy_clip, **lagging)
-        with warnings.catch_warnings():  # a step with nothing to learn took no optimizer step: that is fine
-            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
-            self.lr_schedule.step()
+        if self.critic is not None and step <= self.critic.section.warmup_steps:
+            actor = {"actor/update_skipped": 1.0}  # critic.warmup_steps: the policy waits for its critic
+            if pipeline is not None:
+                weights_waited.append(pipeline.wait_for_generation())
+        else:
+            actor = grpo_update(self.model, self.ref_model, self.optimizer, batch, algorithm=self.algorithm,
+                                config=self.config, temperature=self.config.temperature or 1.0, generator=generator,
+                                off_policy_clip=off_policy_clip, **lagging)
+            with warnings.catch_warnings():  # a step with nothing to learn took no optimizer step: that is fine
+                warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler.step\(\)` before")
+                self.lr_schedule.step()
         self.model.eval()
         check_finite(step, self.model, actor)
         if pipeline is not None:
@@ -437,6 +458,7 @@ class Trainer:
             **episode_metrics("train", generated_episodes),
             metric_names.TRAIN_FLAT_GROUPS: flat_groups,
             **advantage_metrics,
+            **critic_metrics,
             **actor,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
             **rollout_batch.metrics,
@@ -617,14 +639,29 @@ class Trainer:
                            f"{self.config.max_staleness} policy versions", hint="raise backend.max_staleness")
         return [episodes[i] for i in kept], metrics
 
-    def estimate_advantages(self, step: int, episodes: list[Episode]
-                            ) -> tuple[list[Any], list[Any] | None, dict[str, float]]:
+    def critic_values(self, episodes: list[Episode], trainable: list[int]) -> tuple[list[Any] | None, Any]:
+        """The critic's value of each token of each episode (episodes without tokens: zeros), and the
+        same values in the columns of the step's training batch; (None, None) without a critic."""
+        if self.critic is None or not trainable:
+            return None, None
+        rows = [episodes[i] for i in trainable]
+        unscored = make_batch(rows, [0.0] * len(rows), pad_token_id=self.tokenizer.pad_token_id, device=self.device)
+        columns = self.critic.values(unscored, self.config.micro_batch_size)
+        values: list[Any] = [None] * len(episodes)
+        for index, array in zip(trainable, episode_arrays(columns, rows)):
+            values[index] = array
+        return values, columns
+
+    def estimate_advantages(self, step: int, episodes: list[Episode], values: list[Any] | None = None
+                            ) -> tuple[list[Any], list[Any] | None, dict[str, float], list[Any] | None]:
         """Per-token advantages of each episode from the run's estimator, its per-step values (for the
-        viewer; None when it gives none) and its metrics (`advantage/...`). A failed episode (an error,
-        or not `trainable`) stays out of its group's statistics and gets 0 (`estimate_finished`)."""
+        viewer; None when it gives none), its metrics (`advantage/...`) and the critic's returns (None
+        without a critic). A failed episode (an error, or not `trainable`) stays out of its group's
+        statistics and gets 0 (`estimate_finished`). `values`: the critic's, per episode."""
+        values = values or [None] * len(episodes)
         batch = AdvantageBatch(
-            episodes=tuple(scored_episode(e.group, e.trajectory, *joined_view(e.samples)[:2], trainable=e.trainable)
-                           for e in episodes),
+            episodes=tuple(scored_episode(e.group, e.trajectory, *joined_view(e.samples)[:2], trainable=e.trainable,
+                                          values=value) for e, value in zip(episodes, values)),
             step=step, total_steps=self.total_steps, norm_by_std=self.algorithm.norm_adv_by_std)
         who = f"advantage estimator {self.estimator_name!r} (backend.advantage)"
         try:
@@ -632,7 +669,10 @@ class Trainer:
         except AdvantageError as exc:
             raise RunError(f"step {step}: {exc}", hint="report this to the estimator's author") from exc
         metrics = {f"{metric_names.ADVANTAGE_PREFIX}{name}": float(value) for name, value in result.metrics.items()}
-        return result.per_token, result.per_step, metrics
+        if self.critic is not None and result.returns is None:
+            raise RunError(f"step {step}: {who} reads the critic's values but answered no returns to train it on",
+                           hint="report this to the estimator's author (Advantages.returns)")
+        return result.per_token, result.per_step, metrics, result.returns
 
     def strip_guided(self, episodes: list[Episode]) -> None:
         """Guided episodes trained without their experience (`experience.training`) get the replayed,
@@ -711,6 +751,8 @@ class Trainer:
         groups: dict[Any, list[Episode]] = {}
         for episode in episodes:
             groups.setdefault(episode.group, []).append(episode)
+        if self.critic is not None:  # the critic is the baseline: an all-equal group still has advantages
+            return 0.0
         flat = sum(1 for group in groups.values() if len(finished_scores(group)) <= 1)
         if flat and not self._warned_flat_groups:
             self._warned_flat_groups = True
@@ -763,9 +805,11 @@ class Trainer:
         metrics_log.write_episodes(records)
 
     def save(self, step: int) -> None:
+        critic = self.critic
         path = save_checkpoint(self.run.run_dir, step, model=self.model, tokenizer=self.tokenizer,
                                optimizer=self.optimizer, scheduler=self.lr_schedule, spec=self.spec_snapshot,
-                               keep=self.config.keep_checkpoints)
+                               keep=self.config.keep_checkpoints,
+                               extra=None if critic is None else lambda staging: critic.save(staging / CRITIC_DIR))
         log.info("train.checkpoint_saved", step=step, path=str(path))
 
     def write_report(self) -> Path | None:
@@ -788,6 +832,38 @@ class Trainer:
             return BaseWeights(self.model)
         return copy.deepcopy(self.model).eval().requires_grad_(False)
 
+    def _critic(self) -> Critic:
+        """The run's critic (`critic:`, its defaults when unset), its memory logged."""
+        spec = self.run.spec
+        critic = Critic(self._value_model(), spec.critic or CriticSection(), weight_decay=self.config.weight_decay)
+        log.info("train.critic", path=critic.section.path or spec.model.path,
+                 **{name: round(value, 1) for name, value in critic.memory().items()})
+        return critic
+
+    def _value_model(self, *, adapters: bool = True) -> Any:
+        """The critic's starting value model (`critic.path`, else the policy's starting weights), with
+        fresh LoRA adapters when the policy has them (unless `adapters` is false: the base alone)."""
+        spec = self.run.spec
+        section = spec.critic or CriticSection()
+        path, where = ((section.path, f"{spec.path}, key critic.path") if section.path
+                       else (spec.model.path, f"{spec.path}, key model.path"))
+        model = self._load_value_model(path, where=where)
+        if self.lora is not None and adapters:
+            model = with_adapters(model, self.lora, seed=self.run.info.seed, where=f"{spec.path}, key model.lora",
+                                  task_type="TOKEN_CLS")
+        return model
+
+    def _load_value_model(self, path: str, *, where: str) -> Any:
+        return load_value_model(path, device=self.device, dtype=self.precision.params,
+                                compute_dtype=self.precision.compute, attention=self.attention,
+                                seed=self.run.info.seed, where=where)
+
+    def _saved_value_model(self, directory: Path) -> Any:
+        """The value model a checkpoint's `critic/` holds: its adapters on the starting base, or itself."""
+        if is_adapter_dir(directory):
+            return load_adapters(self._value_model(adapters=False), directory)
+        return self._load_value_model(str(directory), where=f"checkpoint {directory}")
+
     def _load_policy(self, path: str, *, tokenizer: str | None = None, where: str) -> tuple[Any, Any]:
         """The policy at `path` in the run's precision: weights in `param_dtype`, forwards in `dtype`."""
         return load_policy(path, tokenizer=tokenizer, device=self.device, dtype=self.precision.params,
@@ -808,6 +884,8 @@ class Trainer:
                                            weight_decay=self.config.weight_decay)
         self.lr_schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self.lr_schedule.lr_lambdas[0])
         load_training_state(checkpoint, optimizer=self.optimizer, scheduler=self.lr_schedule)
+        if self.critic is not None:
+            self.critic.load(checkpoint.path / CRITIC_DIR, model_from=self._saved_value_model)
 
     def _resume_or_start_fresh(self) -> int:
         run_dir = self.run.run_dir
@@ -851,7 +929,16 @@ def describe_algorithm(spec: Spec, config: TorchConfig) -> str:
     loss = (f"policy loss {algo.policy_loss} (ratio clipped to [1 - {low:g}, 1 + {high:g}]"
             + (f", dual clip {algo.clip_ratio_c:g})" if algo.policy_loss == "vanilla" else ", one ratio per sequence)")
             + f", loss aggregation {algo.loss_agg_mode}")
-    lines = [f"torch backend: GRPO, {config.batch_size} tasks x {algo.group_size} rollouts a step; {loss}"]
+    if uses_critic(spec):
+        critic = spec.critic or CriticSection()
+        name = spec.component("backend.advantage").name
+        lines = [f"torch backend: PPO with a critic ({name}), {config.batch_size} tasks x {algo.group_size} rollouts "
+                 f"a step; {loss}",
+                 f"critic: from {critic.path or 'the policy (model.path)'} with a new value head, lr {critic.lr:g}, "
+                 f"value clip {critic.cliprange_value:g}; it regresses on the step's returns before the policy "
+                 f"updates" + (f", and alone for the first {critic.warmup_steps} steps" if critic.warmup_steps else "")]
+    else:
+        lines = [f"torch backend: GRPO, {config.batch_size} tasks x {algo.group_size} rollouts a step; {loss}"]
     if algo.sft is not None:
         sft = algo.sft
         lines.insert(0, f"SFT warm-up first: {sft.epochs} epoch(s) on {sft.data}, {sft.batch_size} examples a step, "

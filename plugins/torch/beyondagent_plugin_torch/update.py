@@ -40,6 +40,8 @@ class TrainBatch:
     off_policy: torch.Tensor | None = None  # [B] bool: rows trained on other tokens than they were sampled with
     episode_tokens: torch.Tensor | None = None  # [B]
     episode_share: torch.Tensor | None = None  # [B]
+    values: torch.Tensor | None = None  # [B, T]: the critic's, as the step saw them (critic.py)
+    returns: torch.Tensor | None = None  # [B, T]: the critic's targets
 
     @property
     def size(self) -> int:
@@ -53,7 +55,9 @@ class TrainBatch:
                           self.advantages[index, : width - 1],
                           None if self.off_policy is None else self.off_policy[index],
                           None if self.episode_tokens is None else self.episode_tokens[index],
-                          None if self.episode_share is None else self.episode_share[index])
+                          None if self.episode_share is None else self.episode_share[index],
+                          None if self.values is None else self.values[index, : width - 1],
+                          None if self.returns is None else self.returns[index, : width - 1])
 
     def weighting(self) -> dict[str, torch.Tensor | None]:
         """The per-row episode weighting `grpo.aggregate` takes."""
@@ -61,16 +65,15 @@ class TrainBatch:
 
 
 def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_token_id: int,
-               device: torch.device) -> TrainBatch:
+               device: torch.device, returns: Sequence[Any] | None = None) -> TrainBatch:
     """Pad `episodes`' samples, one row each; `advantages[i]` has one value per token of episode i's
     samples laid end to end (`joined_view`; a numpy array, a tensor or a list), or is a number for
-    every model token of the episode."""
+    every model token of the episode. `returns` (the critic's targets), when given, likewise."""
     rows = []  # (episode index, sample, its advantages)
     for index, (episode, values) in enumerate(zip(episodes, advantages, strict=True)):
         values = torch.as_tensor(values, dtype=torch.float32)
-        samples = getattr(episode, "samples", [episode.sequence])
         offset = 0
-        for sample in samples:
+        for sample in samples_of(episode):
             rows.append((index, sample, values[offset:offset + len(sample)] if values.dim() else values))
             offset += len(sample)
     width = max(len(sample) for _, sample, _ in rows)
@@ -93,9 +96,39 @@ def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_to
     rows_of = torch.zeros(len(episodes)).index_add(0, owner, torch.ones(size))
     tokens_of = torch.zeros(len(episodes)).index_add(0, owner, loss_mask.sum(-1))
     off_policy = torch.tensor([bool(getattr(episodes[index], "off_policy", False)) for index, _, _ in rows])
-    return TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device),
-                      logprobs.to(device), token_advantages.to(device), off_policy.to(device),
-                      tokens_of[owner].to(device), (1.0 / rows_of[owner]).to(device))
+    batch = TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device),
+                       logprobs.to(device), token_advantages.to(device), off_policy.to(device),
+                       tokens_of[owner].to(device), (1.0 / rows_of[owner]).to(device))
+    if returns is not None:
+        targets = make_batch(episodes, returns, pad_token_id=pad_token_id, device=device)
+        batch.returns = targets.advantages  # the same rows and columns, masked the same way
+    return batch
+
+
+def samples_of(episode: Any) -> list[Any]:
+    """An episode's token sequences: its samples (a gateway episode may have several), else its one sequence."""
+    samples = getattr(episode, "samples", None)
+    return [episode.sequence] if samples is None else samples
+
+
+def episode_arrays(columns: torch.Tensor, episodes: Sequence[Episode]) -> list[Any]:
+    """`make_batch`'s placement undone: a [rows, W-1] tensor of per-column values (column t: token
+    t+1 of its row) as one float32 numpy array per episode, its samples laid end to end, 0 on each
+    sample's first token (no column holds it)."""
+    import numpy as np
+
+    columns = columns.detach().float().cpu().numpy()
+    out, row = [], 0
+    for episode in episodes:
+        samples = samples_of(episode)
+        values = np.zeros(sum(len(sample) for sample in samples), dtype=np.float32)
+        offset = 0
+        for sample in samples:
+            values[offset + 1: offset + len(sample)] = columns[row, : len(sample) - 1]
+            offset += len(sample)
+            row += 1
+        out.append(values)
+    return out
 
 
 def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,

@@ -39,3 +39,11 @@ def test_tasks_val_null_turns_validation_off(tmp_path: Path) -> None:
     off = dry_run(tmp_path, "tasks.val=null")
     assert "validation: none (tasks.val is not set)" in off and any(line.startswith("original tasks: 32   val tasks: 0")
                                                                     for line in off)
+
+
+def test_ppo_says_it_trains_a_critic_and_how(tmp_path: Path) -> None:
+    lines = dry_run(tmp_path, "backend.advantage.name=gae", "algorithm.group_size=1", "critic.lr=0.0003",
+                    "critic.warmup_steps=2")
+    assert any(line.startswith("torch backend: PPO with a critic (gae), 4 tasks x 1 rollouts a step") for line in lines)
+    assert ("critic: from the policy (model.path) with a new value head, lr 0.0003, value clip 0.5; it regresses on "
+            "the step's returns before the policy updates, and alone for the first 2 steps") in lines

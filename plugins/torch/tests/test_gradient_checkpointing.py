@@ -16,6 +16,7 @@ from beyondagent_plugin_torch.config import TorchConfig
 from beyondagent_plugin_torch.lora import with_adapters
 from beyondagent_plugin_torch.models import enable_gradient_checkpointing, load_policy
 from beyondagent_plugin_torch.update import grpo_update, make_batch
+from safetensors.torch import load_file
 from test_update import episodes_for
 
 from beyondagent_core.errors import SpecError
@@ -106,3 +107,10 @@ def test_a_checkpointed_run_equals_the_plain_run_and_may_resume_with_it_switched
     for step in (1, 2):
         for key in ("train/reward_mean", "actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/kl"):
             assert switched_rows[step][key] == pytest.approx(plain_rows[step][key], rel=1e-4, abs=1e-6), (step, key)
+    # resumed with it switched on again: the model the checkpoint restored is the one checkpointing, and
+    # the one that trained (not the model loaded before the checkpoint replaced it)
+    run_spec(QUICKSTART, *small, "backend.total_steps=3", "model.gradient_checkpointing=true",
+             f"run.output_dir={tmp_path / 'switched'}", resume=True)
+    saved = load_file(checkpointed.run_dir / "checkpoints" / "step_000003" / "model" / "model.safetensors")
+    trained = switched_on[-1].state_dict()
+    assert len(switched_on) == 2 and all(torch.equal(trained[name], saved[name]) for name in saved)

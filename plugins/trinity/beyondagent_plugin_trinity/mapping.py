@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.advantages import uses_critic
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
 from beyondagent_core.precision import SHORT, refuse_native_conflict, resolve, warn_if_pure
@@ -224,6 +225,11 @@ def check(spec: Spec, config: TrinityConfig) -> None:
     if algo.name != "grpo":
         refuse("algorithm.name", f"the trinity backend maps algorithm.name grpo, not {algo.name!r}",
                "set algorithm.name: grpo; other Trinity-RFT algorithms: backend.trinity: {algorithm.algorithm_type: ...}")
+    if uses_critic(spec):
+        refuse("backend.advantage.name", f"the advantage estimator {estimator_name(spec)!r} reads a critic's values; "
+               "the trinity backend runs our estimators as Trinity-RFT's ADVANTAGE_FN on experiences that carry no "
+               "values, and Trinity-RFT's own PPO (its critic) is not mapped",
+               "train PPO on the torch backend (backend: {name: torch}), or pick a critic-free estimator")
     if algo.group_size < 2:
         refuse("algorithm.group_size", f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a "
                "group, so it needs at least 2", "use 4 to 16")

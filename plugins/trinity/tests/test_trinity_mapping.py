@@ -80,6 +80,7 @@ def test_one_gpu_is_trinitys_colocate_mode_and_estimators_of_ours_run_as_its_adv
     ({"model": {"path": "tiny", "lora": {"rank": 4, "dropout": 0.1}}}, "model.lora.dropout", "no dropout"),
     ({"experience": {"name": "experience", "summarizer": "hindsight"}}, "experience", "experience-guided"),
     ({"backend": {"rollout_engines": 2}}, "backend.rollout_engines", "leaving none for the trainer"),
+    ({"backend": {"advantage": {"name": "gae"}}}, "backend.advantage.name", "PPO (its critic) is not mapped"),
     ({"backend": {"trinity": {"buffer.explorer_input.default_workflow_type": "math_workflow"}}},
      "backend.trinity.buffer.explorer_input.default_workflow_type", "our Workflow"),
 ])

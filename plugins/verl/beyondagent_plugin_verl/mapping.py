@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from beyondagent_core.advantages import uses_critic
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
 from beyondagent_core.precision import SHORT, refuse_native_conflict, resolve, warn_if_pure
@@ -307,6 +308,12 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
 def check(spec: Spec, config: VerlConfig) -> None:
     """What verl would reject later (or worse, accept), said in our keys."""
     algo, where = spec.algorithm, f"{spec.path or 'the spec'}"
+    if uses_critic(spec):
+        raise SpecError(f"the advantage estimator {estimator_name(spec)!r} reads a critic's values, and the verl "
+                        "backend does not train a critic yet (verl's critic worker is not mapped)",
+                        where=f"{where}, key backend.advantage.name",
+                        hint="train PPO on the torch backend (backend: {name: torch}), or pick a critic-free estimator "
+                             "(grpo, rloo, reinforce_plus_plus, ...)")
     if spec.model.lora is not None and spec.model.lora.dropout:
         raise SpecError(f"the verl backend's LoRA has no dropout (verl's FSDP LoRA takes lora_rank, lora_alpha and "
                         f"target_modules only), but model.lora.dropout is {spec.model.lora.dropout}",

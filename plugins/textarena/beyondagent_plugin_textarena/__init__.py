@@ -2,9 +2,10 @@
 
 Registers the env `textarena` (one of the one-player games that play offline: Sokoban, Minesweeper,
 Sudoku, Tower of Hanoi, the 15-puzzle, Guess the Number, Mastermind, each at TextArena's
-difficulties; `env.py`) and the task source `textarena_tasks` (seeded games of one game; `tasks.py`).
-TextArena's two-player games wait for multi-seat episodes; its word games need a download
-(config.py says which, and a spec naming one is refused with the reason).
+difficulties; and the two-player TicTacToe, Connect Four, Nim and Kuhn Poker against the env's
+random opponent, `opponents.py`; `env.py`) and the task source `textarena_tasks` (seeded games of one
+game; `tasks.py`). The two-player games with free-text moves wait for multi-seat episodes; the word
+games need a download (config.py says which, and a spec naming one is refused with the reason).
 
 Factories are `"module:attr"` strings: listing plugins imports only `config.py`, never textarena.
 """
@@ -21,8 +22,9 @@ __all__ = ["TextArenaConfig", "TextArenaTasksConfig", "beyondagent_envs", "beyon
 def beyondagent_envs() -> list[EnvSpec]:
     return [EnvSpec(name="textarena", factory="beyondagent_plugin_textarena.env:TextArenaEnv",
                     config_cls=TextArenaConfig,
-                    summary="TextArena's one-player games (sokoban, minesweeper, sudoku, tower_of_hanoi, "
-                            "fifteen_puzzle, guess_the_number, mastermind) as a chat.")]
+                    summary="TextArena's games as a chat: one-player (sokoban, minesweeper, sudoku, tower_of_hanoi, "
+                            "fifteen_puzzle, guess_the_number, mastermind) and two-player against a random "
+                            "opponent (tictactoe, connectfour, nim, kuhnpoker).")]
 
 
 @hookimpl

@@ -1,9 +1,11 @@
 """The games this plugin serves and the settings of its env and task source (imported when plugins
 are listed: nothing of textarena here).
 
-Only TextArena's one-player games that play offline are served. Its word games need nltk's `words`
-corpus (a download) and its two-player games need seats for two agents (not yet in the core's
-episode contract); both are refused with the reason (`check_game`).
+TextArena's one-player games that play offline are served, and two-player games whose legal moves an
+opponent inside the env can draw (TicTacToe, Connect Four, Nim, Kuhn Poker: `opponents.py`). Its word
+games need nltk's `words` corpus (a download), and the two-player games whose moves are free text
+(negotiation, the prisoner's dilemma with its chat) or that need a newer Python (chess) are refused with
+the reason (`check_game`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import attrs
 
 from beyondagent_core.checks import number
+from beyondagent_plugin_textarena.opponents import OPPONENTS
 
 # our name -> (TextArena's id, its difficulties: "" is the game's default)
 GAMES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -21,14 +24,21 @@ GAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "fifteen_puzzle": ("FifteenPuzzle-v0", ("",)),
     "guess_the_number": ("GuessTheNumber-v0", ("", "hardcore")),
     "mastermind": ("Mastermind-v0", ("", "hard", "extreme")),
+    # two players: the policy against the env's opponent (TextArenaConfig.opponent)
+    "tictactoe": ("TicTacToe-v0", ("",)),
+    "connectfour": ("ConnectFour-v0", ("",)),
+    "nim": ("Nim-v0", ("",)),
+    "kuhnpoker": ("KuhnPoker-v0", ("",)),
 }
+TWO_PLAYER = frozenset({"tictactoe", "connectfour", "nim", "kuhnpoker"})
 # games TextArena has that are not served here, and why
 REFUSED: dict[str, str] = {
     **{name: "it needs nltk's `words` corpus, a download" for name in (
         "wordle", "hangman", "wordladder", "wordsearch", "crosswords", "spellingbee", "anagram")},
-    **{name: "it is a two-player game: seats for two agents are not in the episode contract yet (issue 39)"
-       for name in ("tictactoe", "connectfour", "kuhnpoker", "nim", "simplenegotiation",
-                    "iteratedprisonersdilemma", "chess")},
+    **{name: "its moves are free text, so the env's opponent has no legal move to draw; playing it needs a "
+             "second agent, and seats for two agents are not in the episode contract yet (issue 39)"
+       for name in ("simplenegotiation", "iteratedprisonersdilemma")},
+    "chess": "TextArena's chess needs Python 3.12 or newer",
 }
 SPLITS = ("train", "val", "test")
 SPLIT_SIZE = 1_000_000
@@ -54,7 +64,9 @@ class TextArenaConfig:
     """`env: {name: textarena}`: the game a task plays when the task does not name one (its metadata's
     `game` and `difficulty` win), the longest reply passed to the game (the rest is cut: the games
     read the move in square brackets), and the most turns an episode may take (None: the game's own
-    limit)."""
+    limit). A two-player game is played against `opponent` (`random`: a random legal move), the
+    policy in seat `seat` (0 moves first; None: 0 on even seeds, 1 on odd ones, so a task set plays
+    both seats)."""
 
     game: str = "tower_of_hanoi"
     difficulty: str = ""
@@ -62,6 +74,9 @@ class TextArenaConfig:
         ge=1, le=MAX_ACTION_CHARS, why="time: the games parse a reply with regular expressions; a move is short"))
     max_steps: int | None = attrs.field(default=None, validator=number(ge=1, le=10_000, why="time: turns of one game"))
     tasks_per_split: int = attrs.field(default=1000, validator=number(ge=1, le=SPLIT_SIZE, why=SEEDS_WHY))
+    opponent: str = attrs.field(default="random", validator=attrs.validators.in_(OPPONENTS))
+    seat: int | None = attrs.field(default=None, validator=number(
+        ge=0, le=1, why="meaning: a two-player game has the seats 0 and 1"))
 
     def __attrs_post_init__(self) -> None:
         check_game(self.game, self.difficulty)

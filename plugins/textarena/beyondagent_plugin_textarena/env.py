@@ -1,4 +1,4 @@
-"""The `textarena` env: one of TextArena's one-player games (config.py's GAMES) as a multi-turn chat.
+"""The `textarena` env: one of TextArena's games (config.py's GAMES) as a multi-turn chat.
 
 A task names its game in `metadata` (`game`, `difficulty`, `seed`; else the env's config and the
 seed of its id, seeds.py). `reset` shows the game's rules and first board as the user's message;
@@ -7,16 +7,26 @@ in square brackets) and answers with what the game shows next. TextArena ends a 
 its turns run out, or after an invalid move past its error allowance; the score is the game's own
 reward in [0, 1] (partial credit where the game gives it: Mastermind's pegs, Minesweeper's revealed
 cells), success only when the game is won. The step reward is 0 until the game ends, then the score.
+
+A two-player game (TicTacToe, Connect Four, Nim, Kuhn Poker) is played against the env's opponent
+(`opponent: random`, opponents.py), the policy in `seat` (by default 0 on even seeds, 1 on odd):
+the opponent's moves are made before the policy's first turn when it opens, and after each of the
+policy's moves, and the policy sees them in the game's next message. TextArena's zero-sum reward
+(+1 win, 0 draw, -1 loss; an invalid move past the allowance loses) becomes the score (r + 1) / 2,
+so a draw scores 0.5; success is a win, and the reward's details say `outcome` (win, draw, loss;
+`unfinished`, scoring 0, for a game cut by `max_steps`), `seat` and `opponent`.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.types import Reward, Task
-from beyondagent_plugin_textarena.config import SPLIT_SIZE, SPLITS, TextArenaConfig, check_game
-from beyondagent_plugin_textarena.games import make_game, new_text, turn_limit
+from beyondagent_plugin_textarena.config import SPLIT_SIZE, SPLITS, TWO_PLAYER, TextArenaConfig, check_game
+from beyondagent_plugin_textarena.games import make_game, new_text, to_move, turn_limit
+from beyondagent_plugin_textarena.opponents import random_move
 from beyondagent_plugin_textarena.seeds import parse_task_id, seed_of, task_id
 
 
@@ -30,6 +40,8 @@ class TextArenaEnv:
         self._steps = 0
         self._limit: int | None = None
         self._result: tuple[float, str] | None = None  # (score, the game's reason) once it ended
+        self._seat = 0  # the policy's
+        self._opponent: random.Random | None = None  # a two-player game's opponent's moves
 
     # --- the env contract ---------------------------------------------------------------------
 
@@ -45,10 +57,17 @@ class TextArenaEnv:
             else seed_of(task.task_id)
         self._game = make_game(game, difficulty, seed)
         self._metadata = {"game": game, "difficulty": difficulty, "seed": seed}
-        self._steps, self._result = 0, None
+        self._steps, self._result, self._seat, self._opponent = 0, None, 0, None
+        if game in TWO_PLAYER:
+            self._seat = self.config.seat if self.config.seat is not None else seed % 2
+            self._opponent = random.Random(seed)
+            self._metadata.update(seat=self._seat, opponent=self.config.opponent)
         own = turn_limit(self._game)
         self._limit = min(filter(None, (own, self.config.max_steps)), default=None)
-        prompt = new_text(self._game, skip_actions=False)
+        done = self._opponent_moves()
+        prompt = new_text(self._game, self._seat, skip_actions=False)
+        if done:  # the opponent ended the game before the policy's first move (it cannot, in these games)
+            raise RuntimeError(f"the {game} game ended before the policy's first move")
         return EnvReset(messages=[{"role": "user", "content": prompt}],
                         info={"metadata": dict(self._metadata), "max_steps": self._limit})
 
@@ -62,7 +81,9 @@ class TextArenaEnv:
         text = content if isinstance(content, str) else ""
         done, _ = self._game.step(text[: self.config.max_action_chars])
         self._steps += 1
-        shown = new_text(self._game)
+        if not done:
+            done = self._opponent_moves()
+        shown = new_text(self._game, self._seat)
         truncated = not done and self._limit is not None and self._steps >= self._limit
         reward = 0.0
         if done or truncated:
@@ -95,13 +116,32 @@ class TextArenaEnv:
 
     # --- helpers ---------------------------------------------------------------------------------
 
+    def _opponent_moves(self) -> bool:
+        """The opponent's moves until it is the policy's turn; whether the game ended."""
+        if self._opponent is None:
+            return False
+        game = self._metadata["game"]
+        while to_move(self._game) != self._seat:
+            opponent = to_move(self._game)
+            done, _ = self._game.step(random_move(game, self._game, new_text(self._game, opponent), self._opponent))
+            if done:
+                return True
+        return False
+
     def _finish(self) -> tuple[float, str]:
-        """The game's reward for the player and its reason, once (TextArena's `close()` gives them)."""
+        """The game's reward for the policy and its reason, once (TextArena's `close()` gives them)."""
         if self._result is None:
             rewards, info = self._game.close()
-            value = rewards.get(0, 0.0) if isinstance(rewards, dict) else 0.0
-            score = min(max(float(value), 0.0), 1.0) if isinstance(value, (int, float)) else 0.0
-            reason = str((info or {}).get(0, {}).get("reason", "")) if isinstance(info, dict) else ""
+            seat = self._seat
+            value = rewards.get(seat, 0.0) if isinstance(rewards, dict) else 0.0
+            value = float(value) if isinstance(value, (int, float)) else 0.0
+            if self._opponent is not None and not (isinstance(rewards, dict) and seat in rewards):
+                self._metadata["outcome"] = "unfinished"  # cut by max_steps: no result, and no reward for stalling
+            elif self._opponent is not None:  # zero-sum: +1 win, 0 draw, -1 loss
+                self._metadata["outcome"] = "win" if value > 0 else "loss" if value < 0 else "draw"
+                value = (value + 1.0) / 2.0
+            score = min(max(value, 0.0), 1.0)
+            reason = str((info or {}).get(seat, {}).get("reason", "")) if isinstance(info, dict) else ""
             if not reason and self._limit is not None and self._steps >= self._limit:
                 reason = f"no turns left ({self._limit})"
             self._result = (score, reason or "the game ended")

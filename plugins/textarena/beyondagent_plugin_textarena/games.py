@@ -14,7 +14,7 @@ import io
 from typing import Any
 
 from beyondagent_core.logs import get_logger
-from beyondagent_plugin_textarena.config import GAMES, check_game
+from beyondagent_plugin_textarena.config import GAMES, TWO_PLAYER, check_game
 
 log = get_logger("beyondagent.textarena")
 
@@ -38,11 +38,16 @@ def game_id(game: str, difficulty: str) -> str:
 
 
 def make_game(game: str, difficulty: str, seed: int) -> Any:
-    """A TextArena game reset with `seed` for one player."""
+    """A TextArena game reset with `seed` for its players (two for a two-player game, else one)."""
     ta = textarena()
     env = ta.make(game_id(game, difficulty))
-    env.reset(num_players=1, seed=seed)
+    env.reset(num_players=2 if game in TWO_PLAYER else 1, seed=seed)
     return env
+
+
+def to_move(env: Any) -> int:
+    """The seat whose turn it is."""
+    return int(env.state.current_player_id)
 
 
 def turn_limit(env: Any) -> int | None:
@@ -52,10 +57,12 @@ def turn_limit(env: Any) -> int | None:
     return limit if isinstance(limit, int) and limit > 0 else None
 
 
-def new_text(env: Any, *, skip_actions: bool = True) -> str:
-    """What the game shows the player since the last look, as one text; the echo of the player's own
-    move is left out (the move is the assistant's message already)."""
-    _, entries = env.get_observation()
+def new_text(env: Any, player: int = 0, *, skip_actions: bool = True) -> str:
+    """What the game showed `player` since that player's last look, as one text. The raw text of the
+    moves is left out: the player's own is the assistant's message already, and the game describes
+    every move it accepts ("Player 1 placed their symbol (X) in cell 7.")."""
+    state = env.state
+    entries, state.observations[player] = state.observations[player], []  # what get_observation() does
     kinds = textarena().ObservationType
     parts = [str(text).strip() for _, text, kind in entries
              if not (skip_actions and kind == kinds.PLAYER_ACTION) and str(text).strip()]

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 import pytest
-from beyondagent_plugin_textarena.config import GAMES, TextArenaConfig, TextArenaTasksConfig
+from beyondagent_plugin_textarena.config import GAMES, TWO_PLAYER, TextArenaConfig, TextArenaTasksConfig
 from beyondagent_plugin_textarena.env import TextArenaEnv
 from beyondagent_plugin_textarena.tasks import TextArenaTasks
 
@@ -25,8 +25,9 @@ def say(text: str) -> dict[str, str]:
 
 
 # Every served game and difficulty but Sokoban's `medium`, whose room generator takes ~20 s a game.
+# (The two-player games have their own file: test_textarena_two_player.py.)
 SERVED = [(game, difficulty) for game, (_, difficulties) in GAMES.items() for difficulty in difficulties
-          if (game, difficulty) != ("sokoban", "medium")]
+          if (game, difficulty) != ("sokoban", "medium") and game not in TWO_PLAYER]
 
 
 class TestTextArenaGames(EnvContract):
@@ -119,7 +120,9 @@ def test_a_reply_is_cut_to_max_action_chars_before_the_game_reads_it() -> None:
 
 
 @pytest.mark.parametrize(("game", "why"), [("wordle", "nltk's `words` corpus, a download"),
-                                           ("tictactoe", "two-player game"), ("TicTacToe", "two-player game"),
+                                           ("simplenegotiation", "its moves are free text"),
+                                           ("IteratedPrisonersDilemma", "its moves are free text"),
+                                           ("chess", "Python 3.12 or newer"),
                                            ("go_fish", "unknown game 'go_fish'; the games served are sokoban")])
 def test_a_game_that_is_not_served_is_refused_with_the_reason(game: str, why: str) -> None:
     with pytest.raises(ValueError, match=re.escape(why)):

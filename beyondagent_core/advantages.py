@@ -233,7 +233,8 @@ def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tupl
 def uses_critic(spec: Any) -> bool:
     """Whether the spec's estimator (`backend.advantage`) reads a critic's values: the backend then
     trains one (`AdvantageSpec.uses_values`; the spec's `critic:` section, its defaults when unset)."""
-    component = spec.component("backend.advantage")
+    find = getattr(spec, "component", None)  # (a bare stand-in of a spec has no components)
+    component = None if find is None else find("backend.advantage")
     registration = None if component is None else component.registration
     return bool(registration is not None and getattr(registration.spec, "uses_values", False))
 

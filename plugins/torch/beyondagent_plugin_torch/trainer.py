@@ -195,6 +195,8 @@ class RolloutBatch:
 
 
 class Trainer:
+    critic: Critic | None = None  # PPO's value model (an estimator that uses values), set in __init__
+
     def __init__(self, config: TorchConfig, data: TrainingData, run: RunContext):
         spec = run.spec
         check_algorithm(spec, config)
@@ -640,8 +642,9 @@ class Trainer:
         return [episodes[i] for i in kept], metrics
 
     def critic_values(self, episodes: list[Episode], trainable: list[int]) -> tuple[list[Any] | None, Any]:
-        """The critic's value of each token of each episode (episodes without tokens: zeros), and the
-        same values in the columns of the step's training batch; (None, None) without a critic."""
+        """The critic's value of each token of each trainable episode (None for the others: failed,
+        they never reach the estimator), and the same values in the columns of the step's training
+        batch; (None, None) without a critic."""
         if self.critic is None or not trainable:
             return None, None
         rows = [episodes[i] for i in trainable]

@@ -123,7 +123,9 @@ def test_ppo_trains_the_critic_before_the_policy_and_resumes_exactly(run_spec, t
 
 
 def test_warmup_steps_hold_the_policy_while_the_critic_learns(run_spec, test_envs, tmp_path: Path) -> None:
-    spec = ppo_spec(tmp_path, total_steps=2, save_every=1, keep_checkpoints=2, critic={"warmup_steps": 1})
+    # (with the rollout one step ahead: the held update still lets the next rollout start)
+    spec = ppo_spec(tmp_path, total_steps=2, save_every=1, keep_checkpoints=2, critic={"warmup_steps": 1},
+                    rollout_mode="one_step_off")
     result = run_spec(spec)
     metrics = {record["step"]: record for record in read_metrics(result.run_dir)}
     assert metrics[1]["actor/update_skipped"] == 1.0 and "actor/pg_loss" not in metrics[1]

@@ -29,3 +29,19 @@ def test_the_example_trains_a_step_on_the_games(run_spec: Any, monkeypatch: pyte
     for record in train:  # the game's rules opened every episode; its verdict is the reward
         assert "Tower of Hanoi with 3 disks" in record["turns"][0]["content"]
         assert 0.0 <= record["score"] <= 1.0 and record["reason"]  # the game's reason, or "not ended"
+
+
+@pytest.mark.beyondagent_plugins("textarena", "torch", "mixers")
+def test_a_two_player_game_reports_the_policys_win_draw_and_loss_rates(run_spec: Any) -> None:
+    run = run_spec(EXAMPLE, *ONE_STEP, "tasks.train.game=nim", "tasks.val.game=nim", "tasks.val.count=4",
+                   "workflow.max_turns=8", "run.name=nim")
+    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    for split, line in (("train", next(x for x in lines if "train/reward_mean" in x)),
+                        ("val", next(x for x in lines if x.get("step") == 1 and "val/pass@1" in x))):
+        rates = {name: value for name, value in line.items() if name.startswith(f"{split}/") and name.endswith("_rate")
+                 and name != f"{split}/success_rate"}
+        assert {f"{split}/win_rate", f"{split}/draw_rate", f"{split}/loss_rate"} <= set(rates), rates
+        assert sum(rates.values()) == pytest.approx(1.0)
+    assert line["val/win_rate"] == line["val/pass@1"]  # a win is a success
+    records = [json.loads(x) for x in (run.run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert {r["details"]["seat"] for r in records if r["split"] == "train"} <= {0, 1}  # the viewer shows the seat

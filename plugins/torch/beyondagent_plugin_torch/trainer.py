@@ -716,6 +716,7 @@ class Trainer:
             "val/reward_mean": statistics.fmean(scores),
             # failed episodes count 0 above; how many there were, so a crashing agent is not a silent 0
             metric_names.VAL_EPISODE_ERRORS: float(sum(1 for e in episodes if e.trajectory.error is not None)),
+            **outcome_metrics("val", episodes),
             **(self.guidance.val_metrics(guides, leaks_before) if self.guidance is not None else {}),
         }
         log.info("train.validated", step=step, **val)
@@ -1038,6 +1039,7 @@ def episode_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
         f"{split}/episode_errors": float(sum(1 for t in trajectories if t.error)),
         f"{split}/truncated": statistics.fmean(float(bool(t.metrics.get("truncated"))) for t in trajectories),
         **origin_metrics(split, episodes),
+        **outcome_metrics(split, episodes),
         **gateway_metrics(episodes),
     }
 
@@ -1085,6 +1087,19 @@ def gateway_metrics(episodes: list[Episode]) -> dict[str, float]:
         metric_names.GATEWAY_SAMPLES_PER_EPISODE: statistics.fmean(len(e.samples) for e in served),
         metric_names.GATEWAY_CALLS_PER_EPISODE: statistics.fmean(e.trajectory.metrics["gateway_calls"] for e in served),
     }
+
+
+def outcome_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
+    """Against an opponent (a reward whose details name an `outcome`: the two-player textarena games),
+    the share of each outcome, `<split>/win_rate`, `draw_rate`, `loss_rate` (and any other outcome
+    seen, e.g. `unfinished_rate`); nothing for an env that reports none."""
+    outcomes = [str(e.trajectory.reward.details.get("outcome")) if e.trajectory.reward is not None
+                and isinstance(e.trajectory.reward.details, dict) and e.trajectory.reward.details.get("outcome")
+                else None for e in episodes]
+    if not any(outcomes):
+        return {}
+    names = dict.fromkeys(("win", "draw", "loss", *sorted({o for o in outcomes if o})))
+    return {f"{split}/{name}_rate": sum(o == name for o in outcomes) / len(outcomes) for name in names}
 
 
 def origin_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:

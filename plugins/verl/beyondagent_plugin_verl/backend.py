@@ -316,10 +316,12 @@ class VerlBackend:
 
 
 def learning_settings(run: RunContext, config: VerlConfig) -> dict[str, Any]:
-    """What a resumed run must keep: the model, `algorithm:` and the backend keys that shape learning."""
+    """What a resumed run must keep: the model, `algorithm:`, the critic (PPO; None without: as a run
+    from before critics recorded nothing) and the backend keys that shape learning."""
     backend = {k: v for k, v in attrs.asdict(config).items() if k not in RESUMABLE_KEYS}
+    critic = None if run.spec.critic is None else attrs.asdict(run.spec.critic)
     return json.loads(json.dumps({"model": attrs.asdict(run.spec.model), "algorithm": attrs.asdict(run.spec.algorithm),
-                                  "backend": backend}, default=str))
+                                  "critic": critic, "backend": backend}, default=str))
 
 
 def check_resume(run: RunContext, config: VerlConfig) -> int | None:

@@ -31,22 +31,26 @@ class ComposeError(Exception):
         self.key, self.origin, self.suggestions = key, origin, suggestions or []
 
 
-def resolve_model_path(path: str) -> str:
+MODEL_PATH_KEYS = ("critic.model.path", "critic.model.tokenizer_path")
+
+
+def resolve_model_path(path: str, *, origin: str = "model.path") -> str:
     """`tiny`, a known model name (`smollm2-135m-instruct`) or a `.gguf` file -> the cached checkpoint
-    directory the torch plugin builds, fetches or converts (once); anything else as is."""
+    directory the torch plugin builds, fetches or converts (once); anything else as is. `origin`: the
+    spec key the path came from, for errors."""
     try:
         from beyondagent_plugin_torch.models import is_prepared_here, resolve_model_path as resolve_with_torch_plugin
     except ImportError as exc:
         if path == "tiny" or path.lower().endswith(".gguf"):
-            raise ComposeError(f"model.path is {path!r} but beyondagent-plugin-torch (which builds, fetches and "
-                               f"converts models) is not in verl's venv: {exc}", origin="model.path") from None
+            raise ComposeError(f"{origin} is {path!r} but beyondagent-plugin-torch (which builds, fetches and "
+                               f"converts models) is not in verl's venv: {exc}", origin=origin) from None
         return path
     if not is_prepared_here(path):
         return path
     try:
         return resolve_with_torch_plugin(path)
     except Exception as exc:  # noqa: BLE001 - a fetch or conversion error, said with the key it came from
-        raise ComposeError(f"model.path {path!r} could not be prepared: {exc}", origin="model.path") from None
+        raise ComposeError(f"{origin} {path!r} could not be prepared: {exc}", origin=origin) from None
 
 
 def compose_base() -> Any:
@@ -136,7 +140,10 @@ def main(request_path: str) -> dict[str, Any]:
     started = time.monotonic()
     request = json.loads(Path(request_path).read_text())
     model_path = resolve_model_path(request["model_path"])
-    overrides = [[k, model_path if k == "actor_rollout_ref.model.path" else v, o] for k, v, o in request["overrides"]]
+    # the policy's path, and the critic's model and tokenizer (PPO) where they name a model the same way
+    overrides = [[k, model_path if k == "actor_rollout_ref.model.path"
+                  else resolve_model_path(v, origin=o) if k in MODEL_PATH_KEYS and isinstance(v, str) else v, o]
+                 for k, v, o in request["overrides"]]
     cfg = compose_base()
     composed = time.monotonic()
     apply_overrides(cfg, overrides)

@@ -161,3 +161,48 @@ def register() -> None:
 
     if PlatformRegistry.get(PLATFORM_NAME) is None:
         PlatformRegistry.register(platform=PLATFORM_NAME)(CpuPlatform)
+    if os.environ.get("VERL_PLATFORM") == PLATFORM_NAME:
+        gloo_alone()
+        value_models_in_sdpa()
+
+
+def gloo_alone() -> None:
+    """verl joins a process group with the backend string `cpu:gloo,<device>:<backend>`, which on this
+    platform names `cpu` twice, and torch refuses it. The actor's worker joins over plain gloo first
+    (cpu_process_group.py, through `model.external_lib`); the engine workers (the critic's) join in
+    their constructor, before any such import, so the string itself is mended here: every process
+    imports verl's plugins, this one included, before it builds a worker."""
+    import torch.distributed as dist
+
+    if getattr(dist.init_process_group, "beyondagent_gloo", False):
+        return
+    plain = dist.init_process_group
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(backend, str) and backend.replace(" ", "") == "cpu:gloo,cpu:gloo":
+            backend = "gloo"
+        return plain(backend, *args, **kwargs)
+
+    init_process_group.beyondagent_gloo = True
+    dist.init_process_group = init_process_group
+
+
+def value_models_in_sdpa() -> None:
+    """verl loads a critic's value model with `attn_implementation="flash_attention_2"` written into
+    `verl.utils.model.load_valuehead_model` (and, failing that, asks for trl's value-head class); on
+    this platform there is no flash-attn, so the same load asks for PyTorch's sdpa (the attention the
+    actor gets here through `model.override_config`). verl imports the function where it loads."""
+    import verl.utils.model as model_utils
+
+    if getattr(model_utils.load_valuehead_model, "beyondagent_sdpa", False):
+        return
+
+    def load_valuehead_model(local_path: str, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
+        from transformers import AutoModelForTokenClassification
+
+        return AutoModelForTokenClassification.from_pretrained(
+            pretrained_model_name_or_path=local_path, torch_dtype=torch_dtype, config=model_config,
+            attn_implementation="sdpa", trust_remote_code=trust_remote_code)
+
+    load_valuehead_model.beyondagent_sdpa = True
+    model_utils.load_valuehead_model = load_valuehead_model

@@ -18,7 +18,7 @@ from beyondagent_core.advantages import uses_critic
 from beyondagent_core.errors import SpecError
 from beyondagent_core.native_overrides import Override, flatten
 from beyondagent_core.precision import SHORT, refuse_native_conflict, resolve, warn_if_pure
-from beyondagent_core.spec import Spec
+from beyondagent_core.spec import CriticSection, Spec
 from beyondagent_plugin_verl.config import VerlConfig
 
 AGENT_NAME = "beyondagent"  # the name our agent loop is registered under in verl
@@ -40,6 +40,7 @@ ADV_ESTIMATORS = {
     "rloo": "rloo",
     "reinforce_plus_plus": "reinforce_plus_plus",
     "reinforce_plus_plus_baseline": "reinforce_plus_plus_baseline",
+    "gae": "gae",  # PPO: verl's critic worker gives the values (critic_settings)
 }
 ALGORITHMS = ("grpo",)  # algorithm.name: group rollouts and verl's PPO-clip actor loss
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "full")
@@ -101,6 +102,9 @@ def verl_overrides(spec: Spec, config: VerlConfig, files: RunFiles, *, model_pat
         put("algorithm.norm_adv_by_std_in_grpo", algo.norm_adv_by_std, "algorithm.norm_adv_by_std")
     if estimator == "reinforce_plus_plus":
         put("algorithm.gamma", advantage.config.gamma, "backend.advantage.gamma")
+    if uses_critic(spec):
+        for key, value, origin in critic_settings(spec, config, model_path=model_path):
+            put(key, value, origin)
     put("algorithm.use_kl_in_reward", False, "algorithm.kl_coef")
     put(f"{rollout}.n", algo.group_size, "algorithm.group_size")
     put(f"{actor}.clip_ratio", algo.clip_ratio, "algorithm.clip_ratio")
@@ -217,8 +221,9 @@ def failure_aware(spec: Spec) -> bool:
 
 def our_advantages(spec: Spec) -> bool:
     """True when our estimator writes the advantages in verl's trainer: an estimator verl lacks, or
-    any estimator of a synchronous run (`failure_aware`)."""
-    return own_estimator(spec) or failure_aware(spec)
+    any critic-free estimator of a synchronous run (`failure_aware`). verl computes `gae` itself,
+    from its critic worker's values (a failed episode's tokens stay in, with its reward 0)."""
+    return own_estimator(spec) or (failure_aware(spec) and not uses_critic(spec))
 
 
 def own_trainer(spec: Spec) -> bool:
@@ -274,6 +279,50 @@ def precision_settings(spec: Spec, config: VerlConfig) -> list[tuple[str, Any, s
     return out
 
 
+def critic_settings(spec: Spec, config: VerlConfig, *, model_path: str) -> list[tuple[str, Any, str]]:
+    """PPO's critic as verl's critic worker (key, value, our key): its model (`critic.path`, else the
+    policy's), optimizer, clip, warm-up, and the backend's batches, epochs, precision, LoRA and
+    gradient checkpointing, as the torch backend's critic has them; on `backend.device: cpu` the same
+    FSDP2-over-gloo settings as the actor (`cpu_settings`)."""
+    critic, advantage = spec.critic or CriticSection(), spec.component("backend.advantage").config
+    out: list[tuple[str, Any, str]] = [
+        ("algorithm.gamma", advantage.gamma, "backend.advantage.gamma"),
+        ("algorithm.lam", advantage.lam, "backend.advantage.lam"),
+        ("critic.enable", True, "backend.advantage.name"),
+        ("critic.model.path", critic.path or model_path, "critic.path" if critic.path else "model.path"),
+        ("critic.model.tokenizer_path", spec.model.tokenizer or model_path,
+         "model.tokenizer" if spec.model.tokenizer else "model.path"),
+        ("critic.optim.lr", critic.lr, "critic.lr"),
+        ("critic.optim.weight_decay", config.weight_decay, "backend.weight_decay"),
+        ("critic.optim.clip_grad", config.grad_clip, "backend.grad_clip"),
+        ("critic.ppo_micro_batch_size_per_gpu", config.micro_batch_size, "backend.micro_batch_size"),
+        ("critic.cliprange_value", critic.cliprange_value, "critic.cliprange_value"),
+        ("trainer.critic_warmup", critic.warmup_steps, "critic.warmup_steps"),
+    ]
+    precision = resolve(spec.model, gpu=config.device == "cuda", where=spec.path or "the spec")
+    out += [("critic.fsdp.model_dtype", SHORT[precision.params], "model.param_dtype"),
+            ("+critic.fsdp.mixed_precision", {"param_dtype": SHORT[precision.compute], "reduce_dtype": "fp32",
+                                              "buffer_dtype": "fp32"}, "model.dtype")]
+    if spec.model.gradient_checkpointing is not None:
+        out.append(("critic.model.enable_gradient_checkpointing", spec.model.gradient_checkpointing,
+                    "model.gradient_checkpointing"))
+    lora = spec.model.lora
+    if lora is not None:
+        targets = list(lora.target_modules)
+        out += [("critic.model.lora_rank", lora.rank, "model.lora.rank"),
+                ("critic.model.lora_alpha", lora.alpha, "model.lora.alpha"),
+                ("critic.model.target_modules", "all-linear" if targets == ["all-linear"] else targets,
+                 "model.lora.target_modules")]
+    if config.device == "cpu":
+        out += [("critic.strategy", "fsdp2", "backend.device"),
+                ("critic.fsdp.strategy", "fsdp2", "backend.device"),
+                ("critic.fsdp.use_torch_compile", False, "backend.device"),
+                ("critic.model.use_remove_padding", False, "backend.device"),
+                ("critic.model.external_lib", "beyondagent_plugin_verl.cpu_process_group", "backend.device"),
+                ("critic.model.override_config", {"attn_implementation": "sdpa"}, "backend.device")]
+    return out
+
+
 def cpu_settings(config: VerlConfig) -> dict[str, Any]:
     """verl's trainer on CPU processes: our platform and rollout (cpu_platform.py, cpu_rollout.py).
 
@@ -308,12 +357,12 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
 def check(spec: Spec, config: VerlConfig) -> None:
     """What verl would reject later (or worse, accept), said in our keys."""
     algo, where = spec.algorithm, f"{spec.path or 'the spec'}"
-    if uses_critic(spec):
-        raise SpecError(f"the advantage estimator {estimator_name(spec)!r} reads a critic's values, and the verl "
-                        "backend does not train a critic yet (verl's critic worker is not mapped)",
+    if uses_critic(spec) and estimator_name(spec) not in ADV_ESTIMATORS:
+        raise SpecError(f"the advantage estimator {estimator_name(spec)!r} reads a critic's values; on the verl "
+                        "backend only verl's own critic estimator (gae) runs with a critic",
                         where=f"{where}, key backend.advantage.name",
-                        hint="train PPO on the torch backend (backend: {name: torch}), or pick a critic-free estimator "
-                             "(grpo, rloo, reinforce_plus_plus, ...)")
+                        hint="use backend.advantage: {name: gae} here, or the torch backend, whose trainer gives any "
+                             "estimator its critic's values")
     if spec.model.lora is not None and spec.model.lora.dropout:
         raise SpecError(f"the verl backend's LoRA has no dropout (verl's FSDP LoRA takes lora_rank, lora_alpha and "
                         f"target_modules only), but model.lora.dropout is {spec.model.lora.dropout}",
@@ -353,9 +402,10 @@ def check(spec: Spec, config: VerlConfig) -> None:
                         f"backend.verl sets actor_rollout_ref.actor.policy_loss.loss_mode: {loss_mode}",
                         where=f"{where}, key backend.verl.actor_rollout_ref.actor.policy_loss.loss_mode",
                         hint="remove that key, or the experience block")
-    if algo.group_size < 2:
+    if algo.group_size < 2 and not uses_critic(spec):
         raise SpecError(f"algorithm.group_size is {algo.group_size}; GRPO compares rollouts within a group, "
-                        "so it needs at least 2", where=f"{where}, key algorithm.group_size", hint="use 4 to 16")
+                        "so it needs at least 2", where=f"{where}, key algorithm.group_size",
+                        hint="use 4 to 16, or PPO (backend.advantage: {name: gae}), whose critic is the baseline")
     if algo.kl_type not in KL_TYPES:
         raise SpecError(f"unknown algorithm.kl_type {algo.kl_type!r}", where=f"{where}, key algorithm.kl_type",
                         hint=f"verl's KL types: {', '.join(KL_TYPES)}")

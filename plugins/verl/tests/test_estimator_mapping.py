@@ -113,3 +113,41 @@ def test_reinforce_plus_plus_dry_runs_through_verls_config(verl_venv: Any, tiny_
     config = yaml.safe_load((tmp_path / "runs" / "verl_frozenlake" / "verl" / "verl_config.yaml").read_text())
     assert config["algorithm"]["adv_estimator"] == "reinforce_plus_plus" and config["algorithm"]["gamma"] == 0.9
     assert config["trainer"]["v1"]["trainer_mode"] == OUR_TRAINER  # verl's estimator first, then ours (failures out)
+
+
+def test_gae_brings_verls_critic_worker_with_our_critic_settings(tmp_path: Path) -> None:
+    spec, got = mapped(tmp_path, {"name": "gae", "gamma": 0.99, "lam": 0.9}, algorithm={"group_size": 1})
+    assert got["algorithm.adv_estimator"] == ("gae", "backend.advantage.name")
+    assert got["algorithm.gamma"] == (0.99, "backend.advantage.gamma")
+    assert got["algorithm.lam"] == (0.9, "backend.advantage.lam")
+    assert got["critic.enable"][0] is True and got["critic.model.path"] == ("/models/m", "model.path")
+    assert got["critic.optim.lr"] == (1e-5, "critic.lr") and got["trainer.critic_warmup"] == (0, "critic.warmup_steps")
+    assert got["critic.cliprange_value"] == (0.5, "critic.cliprange_value")
+    # verl computes GAE from its critic's values: our trainer would have none to give our estimator
+    assert not our_advantages(spec) and "trainer.v1.trainer_mode" not in got
+    data = yaml.safe_load(write_spec(tmp_path, {"name": "gae"}).read_text())
+    data["critic"] = {"path": "/models/critic", "lr": 3e-5, "warmup_steps": 2, "cliprange_value": 0.2}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(data))
+    spec = prepare(tmp_path / "spec.yaml", manager=PluginManager(Switches(autoload=True))).spec
+    files = RunFiles(run_dir=tmp_path / "run", train_files=("t.parquet",), val_files=("v.parquet",),
+                     agent_loop_config=tmp_path / "run" / "verl" / "agent_loop.yaml")
+    got = {o.key: (o.value, o.origin) for o in verl_overrides(spec, spec.component("backend").config, files,
+                                                              model_path="/models/m")}
+    assert got["critic.model.path"] == ("/models/critic", "critic.path")
+    assert got["critic.model.tokenizer_path"] == ("/models/m", "model.path")  # the policy's tokens
+    assert (got["critic.optim.lr"][0], got["trainer.critic_warmup"][0], got["critic.cliprange_value"][0]) == (3e-5, 2, 0.2)
+
+
+def test_gae_dry_runs_through_verls_config_with_its_critic(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path, {"name": "gae", "lam": 0.95}, algorithm={"group_size": 1}, output_dir="runs")
+    data = yaml.safe_load(spec.read_text())
+    data["backend"]["device"] = "cpu"
+    spec.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(spec), "--dry-run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    config = yaml.safe_load((tmp_path / "runs" / "verl_frozenlake" / "verl" / "verl_config.yaml").read_text())
+    assert config["algorithm"]["adv_estimator"] == "gae" and config["algorithm"]["lam"] == 0.95
+    assert config["critic"]["enable"] is True and config["critic"]["strategy"] == "fsdp2"
+    assert config["critic"]["model"]["path"] == config["actor_rollout_ref"]["model"]["path"]  # tiny, built
+    assert Path(config["critic"]["model"]["path"]).is_dir()

@@ -116,6 +116,7 @@ def test_resume_refuses_changed_learning_settings(tmp_path: Path) -> None:
     from beyondagent_core.errors import SpecError
     from beyondagent_core.pipeline import prepare
     from beyondagent_core.plugins import PluginManager, Switches
+    from beyondagent_core.spec import CriticSection
 
     spec = prepare(small_spec(tmp_path), manager=PluginManager(Switches(autoload=True))).spec
 
@@ -133,6 +134,18 @@ def test_resume_refuses_changed_learning_settings(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         check_resume(Run(), attrs.evolve(config, lr=0.1))
     assert "backend.lr (0.005 -> 0.1)" in caught.value.message
+    # a run from before critics were recorded (no "critic" key) resumes; a PPO run's critic.lr is kept
+    path = Run.run_dir / "verl" / "learning_settings.json"
+    recorded = json.loads(path.read_text())
+    recorded.pop("critic")
+    path.write_text(json.dumps(recorded))
+    assert check_resume(Run(), config) == 20
+    Run.spec, Run.resume = attrs.evolve(spec, critic=CriticSection(lr=1e-4)), False  # a fresh PPO run
+    check_resume(Run(), config)
+    Run.spec, Run.resume = attrs.evolve(spec, critic=CriticSection(lr=1e-3)), True
+    with pytest.raises(SpecError) as caught:
+        check_resume(Run(), config)
+    assert "critic.lr (0.0001 -> 0.001)" in caught.value.message
 
 
 def test_step_metrics_get_the_episodes_success_rate(tmp_path: Path) -> None:

@@ -133,7 +133,6 @@ def test_flatten_keeps_plus_keys_and_nested_mappings() -> None:
     ({"batch_size": 4, "mini_batch_size": 3}, {}, "backend.mini_batch_size", "does not divide"),
     ({"gpus_per_node": 4, "tensor_parallel": 3}, {}, "backend.tensor_parallel", "does not divide"),
     ({}, {"group_size": 1}, "algorithm.group_size", "at least 2"),
-    ({"advantage": {"name": "gae"}}, {"group_size": 1}, "backend.advantage.name", "does not train a critic yet"),
     ({}, {"kl_type": "nope"}, "algorithm.kl_type", "unknown"),
     ({"verl": {"data.shuffle": True}}, {}, "backend.verl.data.shuffle", "in the order the mixer chose"),
     ({"device": "cpu", "nodes": 2}, {}, "backend.device", "does not join a cluster"),

@@ -1,8 +1,12 @@
-"""verl's own GRPO trainer on this CPU machine: `backend.device: cpu` (cpu_platform.py, cpu_rollout.py).
+"""verl's own trainer on this CPU machine: `backend.device: cpu` (cpu_platform.py, cpu_rollout.py).
 
 `beyondagent run` launches verl's V1 trainer (Ray, FSDP2, the agent loop, the transfer queue,
 checkpoints) with our CPU platform and transformers rollout replica, on the tiny model and
-FrozenLake. Two steps, then `--resume` to a third. What is checked is what only a real step shows:
+FrozenLake. Two steps, then `--resume` to a third, trained with PPO (`backend.advantage: gae`: verl's
+GAE and its critic worker, as the `critic:` section maps; the other estimators run in verl's trainer
+in the tests below and in test_self_evolve). What is checked is what only a real step shows:
+
+- the critic: its value loss and values each step, its checkpoint, and the resumed run continuing it;
 
 - the actor learned (a gradient each step: `algorithm.entropy_coeff` gives one even when every
   episode of the untrained model scores the same, so GRPO's advantages are zero);
@@ -62,6 +66,10 @@ def steps(run_dir: Path) -> dict[int, dict[str, Any]]:
 
 def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
     spec = cpu_spec(tmp_path)
+    data = yaml.safe_load(spec.read_text())  # PPO: verl's GAE from its critic worker
+    data["backend"]["advantage"] = {"name": "gae", "lam": 0.95}
+    data["critic"] = {"lr": 1e-3}
+    spec.write_text(yaml.safe_dump(data))
     run_dir = tmp_path / "runs" / "verl_frozenlake"
     first = run(str(spec))
     by_step = steps(run_dir)
@@ -69,6 +77,8 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
     for step, line in by_step.items():
         assert line["verl/training/global_step"] == step
         assert line["actor/grad_norm"] > 0  # the actor was updated
+        assert line["verl/critic/vf_loss"] > 0 and line["verl/critic/lr"] == 1e-3  # and the critic, at critic.lr
+        assert "verl/critic/values/mean" in line and "verl/timing_s/update_critic" in line
         assert line["verl/training/rollout_probs_diff_max"] < 1e-6, line  # our rollout's log-probs are verl's
         assert line["verl/training/off_policy/trajectory_staleness/max"] == 0
         assert line["train/response_length"] > 0 and line["train/turns"] >= 1
@@ -76,6 +86,7 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
     checkpoints = run_dir / "checkpoints"
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     assert (checkpoints / "global_step_1" / "actor").is_dir() and (checkpoints / "global_step_2" / "actor").is_dir()
+    assert (checkpoints / "global_step_2" / "critic").is_dir()
     records = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
     assert sorted({r["step"] for r in records}) == [1, 2] and len(records) == 2 * 2 * 2
     record = json.loads((run_dir / "reproduce.json").read_text())  # what runs it again, the backend's part too
@@ -85,7 +96,8 @@ def test_verl_trains_on_cpu_then_resumes(verl_venv: Any, tiny_model: str, tmp_pa
     second = run("--resume", str(spec), "backend.total_steps=3")
     by_step = steps(run_dir)
     assert sorted(by_step) == [1, 2, 3]  # steps 1 and 2 were not run again
-    assert by_step[3]["actor/grad_norm"] > 0
+    assert by_step[3]["actor/grad_norm"] > 0 and by_step[3]["verl/critic/vf_loss"] > 0
+    assert (checkpoints / "global_step_3" / "critic").is_dir()  # the resumed critic trained on and was saved
     assert by_step[3]["verl/training/rollout_probs_diff_max"] < 1e-6  # the checkpoint's weights reached the rollout
     assert (checkpoints / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     print(f"\nverl on CPU: 2 steps in {first:.0f} s, resumed to step 3 in {second:.0f} s "

@@ -2,7 +2,7 @@
 
     python benchmarks/ppo_vs_grpo.py                          # quickstart (tiny), 40 steps, seeds 0 1 2
     python benchmarks/ppo_vs_grpo.py --steps 20 --seeds 0
-    python benchmarks/ppo_vs_grpo.py --profile smollm2 --device cuda --steps 20   # the real model on a GPU
+    python benchmarks/ppo_vs_grpo.py --profile smollm2 --device cuda --steps 20 --critic-lr 1e-5 --parallel 6
 
 The spec is examples/quickstart.yaml (FrozenLake 2x2, the `tiny` model, or its `smollm2` profile).
 GRPO plays `batch_size` tasks x `group_size` rollouts a step as the spec says (4 x 8); PPO plays
@@ -10,7 +10,8 @@ GRPO plays `batch_size` tasks x `group_size` rollouts a step as the spec says (4
 sides generate one episode per slot and about the same tokens a step: the curves are drawn against
 the generated tokens each side has spent (`train/response_length` x episodes, summed over steps).
 Everything else is the spec's (lr, entropy bonus, max tokens); the critic starts from the policy's
-weights with `--critic-lr` and `--lam`. Each run is `pipeline.run` in a fresh child process.
+weights with `--critic-lr` and `--lam`. Each run is `pipeline.run` in a fresh child process; the sides
+alternate seed by seed, or `--parallel` runs share the machine (a GPU: wall times are then not a side's own).
 
 Reported per side, as the mean over seeds with a 95% t-interval: the training success over the last
 `--window` steps, the sampled val pass@1 at the end (16 val tasks), the generated tokens and the wall
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from self_evolve_ablation import interval
@@ -109,6 +111,7 @@ def main() -> None:
     parser.add_argument("--profile", default=None, help="a profile of the quickstart spec (smollm2)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=None, help="keep the runs and the PNG here")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once (a GPU has room for several)")
     args = parser.parse_args()
     episodes = args.batch_size * args.group_size
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,9 +119,11 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         curves: dict[str, list[dict[str, list[float]]]] = {side: [] for side in sides(args)}
         seconds: dict[str, list[float]] = {side: [] for side in curves}
-        for seed in args.seeds:  # the sides alternate, so a slow spell of the machine hits both
-            for side, overrides in sides(args).items():
-                run_dir, took = run(side, seed, overrides, args, out)
+        # the sides alternate seed by seed, so a slow spell of the machine hits both
+        jobs = [(side, seed, overrides) for seed in args.seeds for side, overrides in sides(args).items()]
+        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            done = pool.map(lambda job: (job, run(job[0], job[1], job[2], args, out)), jobs)
+            for (side, seed, _), (run_dir, took) in done:
                 curves[side].append(curve(run_dir, episodes))
                 seconds[side].append(took)
                 print(f"{side} seed {seed}: {took:.0f} s, final val pass@1 {curves[side][-1]['val'][-1]:.3f}",

@@ -7,7 +7,12 @@ fault-injecting toy env of `envservice_testkit`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
+import json
 import socket
+import threading
+from collections.abc import Iterator
 
 import pytest
 from envservice_testkit import running_server, wait_until
@@ -172,20 +177,17 @@ def test_steps_are_not_retried_and_errors_name_the_problem() -> None:
         assert served.app.state.service.calls["step"] == 1
 
 
-def test_a_step_is_not_resent_even_when_the_service_says_retry() -> None:
-    """A step is not idempotent: a 503 marked retryable (a busy service) is an error, sent once, not retried."""
-    import http.server
-    import json
-    import threading
+@contextlib.contextmanager
+def answering(status: int, answer: dict, calls: list[str]) -> Iterator[str]:
+    """A loopback server answering every POST with `status` and `answer` (JSON), recording each path
+    in `calls`; yields its URL."""
 
-    steps = []
-
-    class Busy(http.server.BaseHTTPRequestHandler):
+    class Canned(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            steps.append(self.path)
-            body = json.dumps({"success": False, "error": "busy", "retryable": True}).encode()
-            self.send_response(503)
+            calls.append(self.path)
+            body = json.dumps(answer).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -194,11 +196,19 @@ def test_a_step_is_not_resent_even_when_the_service_says_retry() -> None:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Canned)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        client = EnvServiceClient(f"http://127.0.0.1:{server.server_address[1]}",
-                                  options=ClientOptions(retries=3, backoff=0.01))
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+def test_a_step_is_not_resent_even_when_the_service_says_retry() -> None:
+    """A step is not idempotent: a 503 marked retryable (a busy service) is an error, sent once, not retried."""
+    steps: list[str] = []
+    with answering(503, {"success": False, "error": "busy", "retryable": True}, steps) as url:
+        client = EnvServiceClient(url, options=ClientOptions(retries=3, backoff=0.01))
         env = client.env("toy")
         env.instance_id = "ba-held"  # as after a reset: the step goes to this instance
 
@@ -207,9 +217,25 @@ def test_a_step_is_not_resent_even_when_the_service_says_retry() -> None:
                 await env.step({"role": "assistant", "content": "x"})
 
         asyncio.run(main())
-    finally:
-        server.shutdown()
     assert steps == ["/step"]
+
+
+def test_an_idempotent_call_is_not_resent_when_the_server_says_not_retryable() -> None:
+    """A server's `"retryable": false` is the last word, even on a 5xx: the client sends an idempotent
+    call once and raises, rather than waiting out retries on an error that cannot go away (a proxy's
+    5xx without the flag is retried, above)."""
+    calls: list[str] = []
+    answer = {"success": False, "error": "the env cannot list tasks", "code": "env_error", "retryable": False}
+    with answering(500, answer, calls) as url:
+        client = EnvServiceClient(url, options=ClientOptions(retries=3, backoff=0.01))
+
+        async def main() -> None:
+            with pytest.raises(EnvServiceError, match="500: the env cannot list tasks"):
+                await client.task_ids("toy")
+            await client.aclose()
+
+        asyncio.run(main())
+    assert calls == ["/get_env_profile"]
 
 
 def test_client_timeout_and_unreachable_service() -> None:

@@ -134,6 +134,8 @@ class ChatScheduler:
         self._cache_key = "cache" if "cache" in parameters else "past_key_values"
         self._rows_copyable = True  # the model's KV cache is one whose rows kv_cache.py can copy
         self._active = 0
+        self._turns: dict[Hashable, int] = {}  # session -> its turns in flight
+        self._ended: set[Hashable] = set()  # sessions ended while a turn of theirs was in flight
         self._waiting: list[_Request] = []
         self._busy = False
         self._check_pending = False
@@ -158,12 +160,28 @@ class ChatScheduler:
         """
         future = asyncio.get_running_loop().create_future()
         self._waiting.append(_Request(order, list(prompt_ids), sampling, max_new_tokens, generator, future, session))
+        if session is not None:
+            self._turns[session] = self._turns.get(session, 0) + 1
         self._maybe_start_batch()
-        return await future
+        try:
+            return await future
+        finally:
+            if session is not None:
+                self._turns[session] -= 1
+                if not self._turns[session]:
+                    del self._turns[session]
+                    self._ended.discard(session)
 
     def end_session(self, session: Hashable) -> None:
-        """An episode ended: free its cached prefix."""
+        """An episode ended: free its cached prefix (a turn of it still in flight keeps nothing either)."""
         self.kv.drop(session)
+        if session in self._turns:
+            self._ended.add(session)
+
+    def kept_session(self, request: _Request) -> Hashable | None:
+        """The session a finished turn's cache is kept for: None when the turn had none, or its episode
+        ended while the turn was in flight (a gateway episode closed mid-call)."""
+        return None if request.session in self._ended else request.session
 
     def _maybe_start_batch(self) -> None:
         # Decide on the next turn of the event loop, after the episodes that are ready to run
@@ -305,7 +323,8 @@ class ChatScheduler:
         self.stats.generated_tokens += len(row.tokens)
         if not request.future.done():
             request.future.set_result((row.tokens, row.logprobs))
-        if request.session is None or self.kv.budget_tokens == 0:
+        session = self.kept_session(request)
+        if session is None or self.kv.budget_tokens == 0:
             return
         if layers is None:
             self._rows_copyable = False
@@ -315,7 +334,7 @@ class ChatScheduler:
         positions = attention.nonzero().squeeze(-1)
         if len(positions) != len(seen):  # cannot happen; never store a cache that does not match its ids
             raise RuntimeError(f"KV cache of {len(positions)} tokens for {len(seen)} ids")
-        self.kv.put(request.session, row_prefix(*layers, index, positions, seen))
+        self.kv.put(session, row_prefix(*layers, index, positions, seen))
 
     def _prefill(self, batch: list[_Request]) -> tuple[Any, torch.Tensor]:
         """One forward pass over what each row has not seen yet; returns its output (expanded to

@@ -325,7 +325,7 @@ class SlotScheduler(ChatScheduler):
         held = self.kv.slots[row.slot].ids
         if held != seen:  # cannot happen; never keep a cache that does not match its ids
             raise RuntimeError(f"slot {row.slot} holds {len(held)} ids, its turn fed {len(seen)}")
-        self.kv.release(row.slot, request.session, seen)
+        self.kv.release(row.slot, self.kept_session(request), seen)  # an ended session's slot is freed
 
 
 def make_scheduler(model: Any, *, kv_layout: str, compile_decode: bool, max_episode_tokens: int, where: str,

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from beyondagent_plugin_torch.generation import Sampling
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.slots import SlotScheduler, SlotTable
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, max_tokens=4)
@@ -62,11 +62,18 @@ def test_ending_a_session_mid_turn_keeps_its_slot_until_the_turn_is_done() -> No
     assert table.slots[slot].owner is None and len(table) == 0
 
 
-def test_a_session_ended_mid_turn_fails_no_episode_of_the_pass(policy) -> None:
-    """Two episodes decode in one pass; one ends while its turn is still decoding: both get their tokens."""
+@pytest.mark.parametrize("layout", ["slots", "sessions"])
+def test_a_session_ended_mid_turn_fails_no_episode_of_the_pass(policy, layout: str) -> None:
+    """Two episodes decode in one pass; one ends while its turn is still decoding: both get their tokens,
+    and the ended one keeps no cache (a slot or a stored prefix) once its turn is done."""
     model, tokenizer = policy
-    slots = SlotScheduler(model, eos_token_ids=[], pad_token_id=tokenizer.pad_token_id, capacity=64,
-                          max_batch_size=2)  # no stop token: each turn samples its max_tokens
+    options = {"eos_token_ids": [], "pad_token_id": tokenizer.pad_token_id, "max_batch_size": 2}
+    # no stop token: each turn samples its max_tokens
+    slots = (SlotScheduler(model, capacity=64, **options) if layout == "slots"
+             else ChatScheduler(model, batching="continuous", **options))
+
+    def busy_a() -> bool:  # a's turn is decoding: submitted, no longer waiting
+        return "a" in slots._turns and all(request.session != "a" for request in slots._waiting)
 
     async def both():
         async def turn(order, ids, max_tokens, session):
@@ -76,7 +83,7 @@ def test_a_session_ended_mid_turn_fails_no_episode_of_the_pass(policy) -> None:
 
         async def end_a_mid_turn() -> bool:
             for _ in range(100_000):  # a bound, not a clock: the decode loop yields between its steps
-                if any(slot.busy and slot.owner == "a" for slot in slots.kv.slots):
+                if busy_a():
                     slots.end_session("a")
                     return True
                 await asyncio.sleep(0)
@@ -89,6 +96,12 @@ def test_a_session_ended_mid_turn_fails_no_episode_of_the_pass(policy) -> None:
     assert ended_mid_turn is True
     assert not isinstance(a, BaseException) and len(a[0]) == 3
     assert not isinstance(b, BaseException) and len(b[0]) == 6
+    # the ended episode's cache is freed once its turn is done (not kept for a next turn that cannot come)
+    if layout == "slots":
+        assert [slot.owner for slot in slots.kv.slots if slot.owner is not None] == ["b"]
+    else:
+        assert "a" not in slots.kv._prefixes and "b" in slots.kv._prefixes
+    assert not slots._turns and not slots._ended
 
 
 def test_a_turn_that_fills_its_slot_exactly_is_sampled(policy) -> None:

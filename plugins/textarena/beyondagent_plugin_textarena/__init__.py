@@ -2,10 +2,11 @@
 
 Registers the env `textarena` (one of the one-player games that play offline: Sokoban, Minesweeper,
 Sudoku, Tower of Hanoi, the 15-puzzle, Guess the Number, Mastermind, each at TextArena's
-difficulties; and the two-player TicTacToe, Connect Four, Nim and Kuhn Poker against the env's
-random opponent, `opponents.py`; `env.py`) and the task source `textarena_tasks` (seeded games of one
-game; `tasks.py`). The two-player games with free-text moves wait for multi-seat episodes; the word
-games need a download (config.py says which, and a spec naming one is refused with the reason).
+difficulties; and two-player games against an opponent inside the env, `opponents.py`: TicTacToe,
+Connect Four, Nim and Kuhn Poker against a random legal move or an LLM endpoint, SimpleNegotiation and
+the iterated prisoner's dilemma against an LLM endpoint; `env.py`) and the task source
+`textarena_tasks` (seeded games of one game; `tasks.py`). The word games need a download and chess a
+newer Python (config.py says which, and a spec naming one is refused with the reason).
 
 Factories are `"module:attr"` strings: listing plugins imports only `config.py`, never textarena.
 """
@@ -23,8 +24,9 @@ def beyondagent_envs() -> list[EnvSpec]:
     return [EnvSpec(name="textarena", factory="beyondagent_plugin_textarena.env:TextArenaEnv",
                     config_cls=TextArenaConfig,
                     summary="TextArena's games as a chat: one-player (sokoban, minesweeper, sudoku, tower_of_hanoi, "
-                            "fifteen_puzzle, guess_the_number, mastermind) and two-player against a random "
-                            "opponent (tictactoe, connectfour, nim, kuhnpoker).")]
+                            "fifteen_puzzle, guess_the_number, mastermind) and two-player against a random or "
+                            "LLM opponent (tictactoe, connectfour, nim, kuhnpoker, simplenegotiation, "
+                            "iteratedprisonersdilemma).")]
 
 
 @hookimpl

@@ -1,11 +1,11 @@
 """The games this plugin serves and the settings of its env and task source (imported when plugins
 are listed: nothing of textarena here).
 
-TextArena's one-player games that play offline are served, and two-player games whose legal moves an
-opponent inside the env can draw (TicTacToe, Connect Four, Nim, Kuhn Poker: `opponents.py`). Its word
-games need nltk's `words` corpus (a download), and the two-player games whose moves are free text
-(negotiation, the prisoner's dilemma with its chat) or that need a newer Python (chess) are refused with
-the reason (`check_game`).
+TextArena's one-player games that play offline are served, and two-player games against an opponent
+inside the env (`opponents.py`): a random legal move (TicTacToe, Connect Four, Nim, Kuhn Poker) or an
+LLM at any OpenAI-compatible endpoint (those, and the games whose moves are free text: SimpleNegotiation,
+the iterated prisoner's dilemma with its chat). Its word games need nltk's `words` corpus (a download) and
+chess a newer Python: refused with the reason (`check_game`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import attrs
 
 from beyondagent_core.checks import number
+from beyondagent_core.llm_config import LLMConfig
 from beyondagent_plugin_textarena.opponents import OPPONENTS
 
 # our name -> (TextArena's id, its difficulties: "" is the game's default)
@@ -29,21 +30,29 @@ GAMES: dict[str, tuple[str, tuple[str, ...]]] = {
     "connectfour": ("ConnectFour-v0", ("",)),
     "nim": ("Nim-v0", ("",)),
     "kuhnpoker": ("KuhnPoker-v0", ("",)),
+    "simplenegotiation": ("SimpleNegotiation-v0", ("",)),
+    "iteratedprisonersdilemma": ("IteratedPrisonersDilemma-v0", ("",)),
 }
-TWO_PLAYER = frozenset({"tictactoe", "connectfour", "nim", "kuhnpoker"})
+# free-text moves (offers, chat): no legal-move list for the random opponent; the players read each other's text
+FREE_TEXT = frozenset({"simplenegotiation", "iteratedprisonersdilemma"})
+TWO_PLAYER = frozenset({"tictactoe", "connectfour", "nim", "kuhnpoker"}) | FREE_TEXT
 # games TextArena has that are not served here, and why
 REFUSED: dict[str, str] = {
     **{name: "it needs nltk's `words` corpus, a download" for name in (
         "wordle", "hangman", "wordladder", "wordsearch", "crosswords", "spellingbee", "anagram")},
-    **{name: "its moves are free text, so the env's opponent has no legal move to draw; playing it needs a "
-             "second agent, and seats for two agents are not in the episode contract yet (issue 39)"
-       for name in ("simplenegotiation", "iteratedprisonersdilemma")},
     "chess": "TextArena's chess needs Python 3.12 or newer",
 }
 SPLITS = ("train", "val", "test")
 SPLIT_SIZE = 1_000_000
 MAX_ACTION_CHARS = 100_000
 SEEDS_WHY = f"meaning: a split has {SPLIT_SIZE:,} seeds"
+
+
+def check_opponent(game: str, opponent: str) -> None:
+    """A ValueError when `opponent` cannot play `game` (the random one has no move list for free text)."""
+    if game in FREE_TEXT and opponent == "random":
+        raise ValueError(f"game {game!r} is played in free text (offers, chat): the random opponent cannot play it; "
+                         "set the env's opponent: llm and opponent_llm: {model: ..., base_url: ...}")
 
 
 def check_game(game: str, difficulty: str) -> None:
@@ -64,7 +73,8 @@ class TextArenaConfig:
     """`env: {name: textarena}`: the game a task plays when the task does not name one (its metadata's
     `game` and `difficulty` win), the longest reply passed to the game (the rest is cut: the games
     read the move in square brackets), and the most turns an episode may take (None: the game's own
-    limit). A two-player game is played against `opponent` (`random`: a random legal move), the
+    limit). A two-player game is played against `opponent` (`random`: a random legal move; `llm`: the
+    model at `opponent_llm`, any OpenAI-compatible endpoint, shown the game as its seat sees it), the
     policy in seat `seat` (0 moves first; None: 0 on even seeds, 1 on odd ones, so a task set plays
     both seats)."""
 
@@ -77,9 +87,17 @@ class TextArenaConfig:
     opponent: str = attrs.field(default="random", validator=attrs.validators.in_(OPPONENTS))
     seat: int | None = attrs.field(default=None, validator=number(
         ge=0, le=1, why="meaning: a two-player game has the seats 0 and 1"))
+    opponent_llm: LLMConfig | None = None
 
     def __attrs_post_init__(self) -> None:
         check_game(self.game, self.difficulty)
+        if self.opponent == "llm" and (self.opponent_llm is None or not self.opponent_llm.model):
+            raise ValueError("opponent llm needs opponent_llm: {model: ..., base_url: ...} (an OpenAI-compatible "
+                             "endpoint)")
+        if self.opponent_llm is not None and self.opponent != "llm":
+            raise ValueError(f"opponent_llm is set but the opponent is {self.opponent!r}: set opponent: llm, "
+                             "or remove opponent_llm")
+        check_opponent(self.game, self.opponent)
 
 
 @attrs.define

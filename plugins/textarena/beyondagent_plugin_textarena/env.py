@@ -8,8 +8,10 @@ its turns run out, or after an invalid move past its error allowance; the score 
 reward in [0, 1] (partial credit where the game gives it: Mastermind's pegs, Minesweeper's revealed
 cells), success only when the game is won. The step reward is 0 until the game ends, then the score.
 
-A two-player game (TicTacToe, Connect Four, Nim, Kuhn Poker) is played against the env's opponent
-(`opponent: random`, opponents.py), the policy in `seat` (by default 0 on even seeds, 1 on odd):
+A two-player game is played against the env's opponent (`opponent: random`, a random legal move in
+TicTacToe, Connect Four, Nim, Kuhn Poker; `opponent: llm`, a model at `opponent_llm`, in those and the
+free-text SimpleNegotiation and prisoner's dilemma; opponents.py), the policy in `seat` (by default 0
+on even seeds, 1 on odd):
 the opponent's moves are made before the policy's first turn when it opens, and after each of the
 policy's moves, and the policy sees them in the game's next message. TextArena's zero-sum reward
 (+1 win, 0 draw, -1 loss; an invalid move past the allowance loses) becomes the score (r + 1) / 2,
@@ -24,9 +26,17 @@ from typing import Any
 
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.types import Reward, Task
-from beyondagent_plugin_textarena.config import SPLIT_SIZE, SPLITS, TWO_PLAYER, TextArenaConfig, check_game
+from beyondagent_plugin_textarena.config import (
+    FREE_TEXT,
+    SPLIT_SIZE,
+    SPLITS,
+    TWO_PLAYER,
+    TextArenaConfig,
+    check_game,
+    check_opponent,
+)
 from beyondagent_plugin_textarena.games import make_game, new_text, to_move, turn_limit
-from beyondagent_plugin_textarena.opponents import random_move
+from beyondagent_plugin_textarena.opponents import LLMOpponent, random_move
 from beyondagent_plugin_textarena.seeds import parse_task_id, seed_of, task_id
 
 
@@ -41,7 +51,8 @@ class TextArenaEnv:
         self._limit: int | None = None
         self._result: tuple[float, str] | None = None  # (score, the game's reason) once it ended
         self._seat = 0  # the policy's
-        self._opponent: random.Random | None = None  # a two-player game's opponent's moves
+        self._opponent: random.Random | None = None  # a two-player game's random opponent's moves
+        self._llm_opponent: LLMOpponent | None = None  # or its LLM opponent
 
     # --- the env contract ---------------------------------------------------------------------
 
@@ -52,20 +63,23 @@ class TextArenaEnv:
         game = str(metadata.get("game") or (parsed[0] if parsed else self.config.game))
         difficulty = str(metadata.get("difficulty", self.config.difficulty if game == self.config.game else ""))
         check_game(game, difficulty)
+        check_opponent(game, self.config.opponent)
         seed = metadata.get("seed")
         seed = int(seed) if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63 \
             else seed_of(task.task_id)
         self._game = make_game(game, difficulty, seed)
         self._metadata = {"game": game, "difficulty": difficulty, "seed": seed}
-        self._steps, self._result, self._seat, self._opponent = 0, None, 0, None
+        self._steps, self._result, self._seat, self._opponent, self._llm_opponent = 0, None, 0, None, None
         if game in TWO_PLAYER:
             self._seat = self.config.seat if self.config.seat is not None else seed % 2
             self._opponent = random.Random(seed)
+            if self.config.opponent == "llm":
+                self._llm_opponent = LLMOpponent(self.config.opponent_llm, seed=seed)
             self._metadata.update(seat=self._seat, opponent=self.config.opponent)
         own = turn_limit(self._game)
         self._limit = min(filter(None, (own, self.config.max_steps)), default=None)
         done = self._opponent_moves()
-        prompt = new_text(self._game, self._seat, skip_actions=False)
+        prompt = new_text(self._game, self._seat, others=game in FREE_TEXT)
         if done:  # the opponent ended the game before the policy's first move (it cannot, in these games)
             raise RuntimeError(f"the {game} game ended before the policy's first move")
         return EnvReset(messages=[{"role": "user", "content": prompt}],
@@ -83,7 +97,7 @@ class TextArenaEnv:
         self._steps += 1
         if not done:
             done = self._opponent_moves()
-        shown = new_text(self._game, self._seat)
+        shown = new_text(self._game, self._seat, others=self._metadata["game"] in FREE_TEXT)
         truncated = not done and self._limit is not None and self._steps >= self._limit
         reward = 0.0
         if done or truncated:
@@ -122,8 +136,10 @@ class TextArenaEnv:
             return False
         game = self._metadata["game"]
         while to_move(self._game) != self._seat:
-            opponent = to_move(self._game)
-            done, _ = self._game.step(random_move(game, self._game, new_text(self._game, opponent), self._opponent))
+            shown = new_text(self._game, to_move(self._game), others=game in FREE_TEXT)
+            move = (self._llm_opponent.move(shown) if self._llm_opponent is not None
+                    else random_move(game, self._game, shown, self._opponent))
+            done, _ = self._game.step(move[: self.config.max_action_chars])
             if done:
                 return True
         return False

@@ -57,13 +57,18 @@ def turn_limit(env: Any) -> int | None:
     return limit if isinstance(limit, int) and limit > 0 else None
 
 
-def new_text(env: Any, player: int = 0, *, skip_actions: bool = True) -> str:
+def new_text(env: Any, player: int = 0, *, skip_actions: bool = True, others: bool = False) -> str:
     """What the game showed `player` since that player's last look, as one text. The raw text of the
     moves is left out: the player's own is the assistant's message already, and the game describes
-    every move it accepts ("Player 1 placed their symbol (X) in cell 7.")."""
+    every move it accepts ("Player 1 placed their symbol (X) in cell 7."); with `others`, the other
+    player's text is kept (a free-text game: its offers and chat are the move)."""
     state = env.state
     entries, state.observations[player] = state.observations[player], []  # what get_observation() does
     kinds = textarena().ObservationType
-    parts = [str(text).strip() for _, text, kind in entries
-             if not (skip_actions and kind == kinds.PLAYER_ACTION) and str(text).strip()]
+
+    def shown(sender: int, kind: Any) -> bool:
+        return not (skip_actions and kind == kinds.PLAYER_ACTION and (not others or sender == player))
+
+    parts = [(f"Player {sender}: " if others and kind == kinds.PLAYER_ACTION and sender != player else "")
+             + str(text).strip() for sender, text, kind in entries if shown(sender, kind) and str(text).strip()]
     return "\n\n".join(parts)

@@ -3,8 +3,14 @@
 `random`: a uniformly random legal move, drawn from the game's own state (TicTacToe's free cells,
 Connect Four's open columns, Nim's piles) or, where the game lists them, from the actions it offers
 ("Your available actions are: '[check]', '[bet]'" in Kuhn Poker). It plays from a generator seeded by
-the task's seed, so a task replays the same opponent. The policy plays the other seat; seats the
-policy plays against itself (self-play) need multi-seat episodes in the core contract (issue 39).
+the task's seed, so a task replays the same opponent.
+
+`llm` (`LLMOpponent`): a model at any OpenAI-compatible endpoint (`opponent_llm`), shown the game as
+its seat sees it, one chat for the whole game (the game's messages as user turns, its moves as
+assistant turns); its reply is the move. It plays every game, the free-text ones too.
+
+The policy plays the other seat; the policy against itself (self-play, both seats trained) needs
+multi-seat episodes in the core contract (issue 39).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import random
 import re
 from typing import Any
 
-OPPONENTS = ("random",)
+OPPONENTS = ("random", "llm")
 _OFFERED = re.compile(r"'(\[[^\]']{1,40}\])'")
 
 
@@ -36,3 +42,23 @@ def random_move(game: str, env: Any, shown: str, rng: random.Random) -> str:
     if not offered:
         raise RuntimeError(f"the {game} game offered the opponent no action to choose from: {shown[-300:]!r}")
     return rng.choice(offered)
+
+
+class LLMOpponent:
+    """One game's opponent at an OpenAI-compatible endpoint: its chat so far, a reply per move."""
+
+    def __init__(self, config: Any, *, seed: int):
+        from beyondagent_core.llm import OpenAIChat
+
+        self.llm = OpenAIChat(config, key_path="env.opponent_llm")
+        self.seed = seed
+        self.messages: list[dict[str, str]] = []
+
+    def move(self, shown: str) -> str:
+        """The model's reply to what the game showed it since its last move (run in the env's thread)."""
+        import asyncio
+
+        self.messages.append({"role": "user", "content": shown or "(your move)"})
+        turn = asyncio.run(self.llm.chat(self.messages, seed=self.seed))
+        self.messages.append({"role": "assistant", "content": turn.content or ""})
+        return turn.content or ""

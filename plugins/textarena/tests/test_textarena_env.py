@@ -120,8 +120,6 @@ def test_a_reply_is_cut_to_max_action_chars_before_the_game_reads_it() -> None:
 
 
 @pytest.mark.parametrize(("game", "why"), [("wordle", "nltk's `words` corpus, a download"),
-                                           ("simplenegotiation", "its moves are free text"),
-                                           ("IteratedPrisonersDilemma", "its moves are free text"),
                                            ("chess", "Python 3.12 or newer"),
                                            ("go_fish", "unknown game 'go_fish'; the games served are sokoban")])
 def test_a_game_that_is_not_served_is_refused_with_the_reason(game: str, why: str) -> None:

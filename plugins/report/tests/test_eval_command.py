@@ -138,3 +138,30 @@ def test_an_endpoints_credentials_are_written_in_no_file_of_the_eval(openai_serv
         if path.is_file():
             assert "pw-778899" not in path.read_text(errors="replace"), path
     assert "pw-778899" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("beyondagent_plugin_textarena"),
+                    reason="needs beyondagent-plugin-textarena")
+def test_against_an_opponent_the_eval_reports_win_draw_and_loss(openai_server: Any, tmp_path: Path) -> None:
+    """Nim against the env's random opponent, the endpoint always taking one object from the first pile
+    that has some: each game ends in a win or a loss, and the eval says how many of each."""
+    import re
+
+    def take_one(body: dict[str, Any]) -> str:
+        board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
+        sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
+        return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
+
+    openai_server.responder = take_one
+    spec = ROOT / "examples" / "textarena_hanoi.yaml"
+    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch"}
+    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "eval", str(spec),
+                           f"run.output_dir={tmp_path / 'runs'}", "tasks.val.game=nim", "tasks.val.count=6",
+                           "workflow.max_turns=20", "--model", "policy", "--base-url", openai_server.base_url,
+                           "--k", "2", "--out", str(tmp_path / "eval")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "eval" / "eval.json").read_text())["summary"]
+    assert summary["win_rate"] + summary["draw_rate"] + summary["loss_rate"] == pytest.approx(1.0)
+    assert summary["win_rate"] == summary["pass@1"] and summary["draw_rate"] == 0.0  # Nim has no draw

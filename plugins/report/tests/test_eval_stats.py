@@ -51,3 +51,19 @@ def test_by_origin_splits_the_summary() -> None:
     data = samples("a", [1, 1]) + samples("s", [0, 0], origin="synthetic")
     split = by_origin(data, 2)
     assert split["original"]["pass@1"] == 1 and split["synthetic"]["pass@1"] == 0
+
+
+def test_against_an_opponent_the_win_draw_and_loss_rates_are_reported() -> None:
+    def played(task: str, outcomes: list[str]) -> list[Sample]:
+        return [Sample(task_id=task, origin="original", index=i, score={"win": 1.0, "draw": 0.5}.get(o, 0.0),
+                       success=o == "win", turns=3, outcome=o) for i, o in enumerate(outcomes)]
+
+    summary = summarize(played("a", ["win", "win", "loss", "draw"]) + played("b", ["loss", "loss", "loss", "win"]), 4)
+    assert summary["win_rate"] == pytest.approx((2 / 4 + 1 / 4) / 2) == summary["pass@1"]  # a win is a success
+    assert summary["draw_rate"] == pytest.approx(1 / 8) and summary["loss_rate"] == pytest.approx((1 / 4 + 3 / 4) / 2)
+    assert summary["win_rate"] + summary["draw_rate"] + summary["loss_rate"] == pytest.approx(1.0)
+    low, high = summary["win_rate_ci95"]
+    assert 0.25 <= low <= summary["win_rate"] <= high <= 0.5
+    cut = summarize(played("c", ["win", "unfinished"]), 2)  # an outcome of another name is reported too
+    assert cut["unfinished_rate"] == 0.5 and cut["draw_rate"] == 0.0
+    assert not any(name.endswith("_rate") for name in summarize(samples("a", [1, 0]), 2))  # no opponent: none

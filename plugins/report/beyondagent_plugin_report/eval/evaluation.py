@@ -173,10 +173,12 @@ def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[
 def sample_of(task: Task, index: int, trajectory: Trajectory) -> Sample:
     reward = trajectory.reward
     group = (task.metadata or {}).get("eval_group")
+    outcome = (reward.details or {}).get("outcome") if reward is not None and isinstance(reward.details, dict) else None
     return Sample(task_id=task.task_id, origin=task.origin, index=index, group=group if isinstance(group, str) else None,
                   score=0.0 if reward is None else float(reward.score),
                   success=bool(reward is not None and reward.success),
-                  turns=sum(1 for turn in trajectory.turns if turn.role == "assistant"), error=trajectory.error)
+                  turns=sum(1 for turn in trajectory.turns if turn.role == "assistant"), error=trajectory.error,
+                  outcome=outcome if isinstance(outcome, str) else None)
 
 
 @contextlib.contextmanager

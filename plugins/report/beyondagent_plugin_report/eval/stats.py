@@ -6,7 +6,10 @@ Per task with n samples, c of them successful and scores s_1..s_n:
 - pass@j (Chen et al., 2021, the unbiased estimator): 1 - C(n - c, j) / C(n, j), the chance
   that at least one of j samples drawn without replacement from the n succeeds; pass@1 is the
   success rate;
-- turns: the mean number of model turns per episode; errors: episodes that failed to run.
+- turns: the mean number of model turns per episode; errors: episodes that failed to run;
+- against an opponent (an env whose rewards name an `outcome`: TextArena's two-player games),
+  win_rate, draw_rate, loss_rate (and any other outcome's): each task's share of its samples,
+  averaged over tasks.
 
 `by_group` gives the same numbers per group of tasks, a task's group being its
 `metadata["eval_group"]` (the `bfcl` task source sets it to BFCL's category, so an eval
@@ -41,6 +44,7 @@ class Sample:
     turns: int
     error: str | None = None
     group: str | None = None  # the task's metadata["eval_group"], when it has one
+    outcome: str | None = None  # the reward's details["outcome"] (win, draw, loss), against an opponent
 
 
 def pass_at(n: int, c: int, j: int) -> float:
@@ -74,7 +78,17 @@ def task_row(task_id: str, samples: Sequence[Sample]) -> dict[str, Any]:
     return {"task_id": task_id, "origin": samples[0].origin, "n": len(samples),
             "successes": sum(s.success for s in samples), "mean_score": statistics.fmean(scores),
             "best_score": max(scores), "mean_turns": statistics.fmean(s.turns for s in samples),
-            "errors": sum(s.error is not None for s in samples)}
+            "errors": sum(s.error is not None for s in samples),
+            "outcomes": {o: sum(s.outcome == o for s in samples) for o in sorted({s.outcome for s in samples} - {None})}}
+
+
+OUTCOMES = ("win", "draw", "loss")
+
+
+def outcome_names(samples: Sequence[Sample]) -> list[str]:
+    """The outcomes to report: win, draw, loss and any other seen; none when no sample has one."""
+    seen = {s.outcome for s in samples} - {None}
+    return [*OUTCOMES, *sorted(seen - set(OUTCOMES))] if seen else []
 
 
 def summarize(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, Any]:
@@ -90,10 +104,14 @@ def summarize(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, 
             return lambda chosen: statistics.fmean(row["mean_score"] for row in chosen)
         if name == f"best@{k}":
             return lambda chosen: statistics.fmean(row["best_score"] for row in chosen)
+        if name.endswith("_rate"):
+            outcome = name.removesuffix("_rate")
+            return lambda chosen: statistics.fmean(row["outcomes"].get(outcome, 0) / row["n"] for row in chosen)
         j = int(name.split("@")[1])
         return lambda chosen: statistics.fmean(pass_at(row["n"], row["successes"], j) for row in chosen)
 
-    names = [f"avg@{k}", f"best@{k}", *(f"pass@{j}" for j in points)]
+    names = [f"avg@{k}", f"best@{k}", *(f"pass@{j}" for j in points),
+             *(f"{outcome}_rate" for outcome in outcome_names(samples))]
     summary: dict[str, Any] = {"tasks": len(rows), "episodes": len(samples),
                                "errors": sum(s.error is not None for s in samples),
                                "mean_turns": statistics.fmean(s.turns for s in samples)}

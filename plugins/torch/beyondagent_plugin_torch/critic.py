@@ -96,11 +96,14 @@ class Critic:
     """The value model with its AdamW (`critic.lr`, the backend's weight decay)."""
 
     def __init__(self, model: Any, section: Any, *, weight_decay: float):
+        self.section, self.weight_decay = section, weight_decay
+        self.model, self.optimizer = model, self._optimizer(model)
+
+    def _optimizer(self, model: Any) -> Any:
         import torch
 
-        self.model, self.section, self.weight_decay = model, section, weight_decay
-        self.optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=section.lr,
-                                           weight_decay=weight_decay)
+        return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=self.section.lr,
+                                 weight_decay=self.weight_decay)
 
     def memory(self) -> dict[str, float]:
         """What the critic holds, in MB: its weights, and its gradients and AdamW state (float32) once it trains."""
@@ -193,7 +196,8 @@ class Critic:
             raise RunError(f"the checkpoint has no critic ({directory} is missing or incomplete)", where=str(directory),
                            hint="the run trains a critic (backend.advantage uses values): resume from a checkpoint "
                                 "of such a run, or start a new run without --resume")
-        self.__init__(model_from(directory), self.section, weight_decay=self.weight_decay)
+        self.model = model_from(directory)
+        self.optimizer = self._optimizer(self.model)
         self.optimizer.load_state_dict(torch.load(directory / OPTIMIZER_FILE, weights_only=True))
 
 

@@ -419,8 +419,9 @@ class Trainer:
                 critic_metrics = self.critic.update(batch, algorithm=self.algorithm, config=self.config,
                                                     generator=torch.Generator().manual_seed(
                                                         episode_seed(self.run.info.seed, "critic", step)))
-            critic_metrics["critic/vf_explained_var"] = explained_variance(batch.values, batch.returns,
-                                                                           batch.loss_mask)
+            explained = explained_variance(batch.values, batch.returns, batch.loss_mask)
+            if math.isfinite(explained):  # undefined when the returns do not vary (every episode scored alike)
+                critic_metrics["critic/vf_explained_var"] = explained
         if pipeline is None:  # else train mode only within the update's device turns (DeviceTurns)
             self.model.train()
         off_policy_clip = None

@@ -8,7 +8,9 @@ many *logical* GPUs, which Ray only counts. `device_module` stands in for `torch
 and stream calls verl makes between phases are no-ops or CPU answers.
 
 Registered when verl imports its `verl.plugins` entry points (`cpu_rollout.register`), in every
-process; chosen only when the launcher sets `VERL_PLATFORM=beyondagent_cpu`.
+process; chosen only when the launcher sets `VERL_PLATFORM=beyondagent_cpu`. Chosen, it also mends two
+things verl's critic worker (PPO) assumes of a GPU: the process group's backend string
+(`gloo_alone`) and flash-attention in the value model's load (`value_models_in_sdpa`).
 """
 
 from __future__ import annotations

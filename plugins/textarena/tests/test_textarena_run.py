@@ -45,3 +45,4 @@ def test_a_two_player_game_reports_the_policys_win_draw_and_loss_rates(run_spec:
     assert line["val/win_rate"] == line["val/pass@1"]  # a win is a success
     records = [json.loads(x) for x in (run.run_dir / "episodes.jsonl").read_text().splitlines()]
     assert {r["details"]["seat"] for r in records if r["split"] == "train"} <= {0, 1}  # the viewer shows the seat
+

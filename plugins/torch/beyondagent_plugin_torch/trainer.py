@@ -114,6 +114,7 @@ from beyondagent_plugin_torch.update import episode_arrays, grpo_update, make_ba
 
 log = get_logger("beyondagent.torch")
 
+GAME_OUTCOMES = ("win", "draw", "loss", "unfinished")  # against an opponent: outcome_metrics
 # What a fresh run moves aside when its run directory holds an earlier training.
 TRAINING_OUTPUTS = ("checkpoints", "metrics.jsonl", "samples.jsonl", "episode_errors.jsonl", "report.html",
                     "tensorboard", EPISODES_FILE)
@@ -1091,16 +1092,23 @@ def gateway_metrics(episodes: list[Episode]) -> dict[str, float]:
 
 
 def outcome_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
-    """Against an opponent (a reward whose details name an `outcome`: the two-player textarena games),
-    the share of each outcome, `<split>/win_rate`, `draw_rate`, `loss_rate` (and any other outcome
-    seen, e.g. `unfinished_rate`); nothing for an env that reports none."""
-    outcomes = [str(e.trajectory.reward.details.get("outcome")) if e.trajectory.reward is not None
-                and isinstance(e.trajectory.reward.details, dict) and e.trajectory.reward.details.get("outcome")
-                else None for e in episodes]
+    """Against an opponent (a reward whose details name an `opponent` and the game's `outcome`: the
+    two-player textarena games), the share of each outcome, `<split>/win_rate`, `draw_rate`, `loss_rate`
+    (and `unfinished_rate` when a game was cut); nothing for an env without an opponent."""
+    outcomes = [game_outcome(e.trajectory.reward) for e in episodes]
     if not any(outcomes):
         return {}
     names = dict.fromkeys(("win", "draw", "loss", *sorted({o for o in outcomes if o})))
     return {f"{split}/{name}_rate": sum(o == name for o in outcomes) / len(outcomes) for name in names}
+
+
+def game_outcome(reward: Any) -> str | None:
+    """A game's outcome for the policy (win, draw, loss, unfinished) when it played an opponent, else None."""
+    details = getattr(reward, "details", None)
+    if not isinstance(details, dict) or "opponent" not in details:
+        return None
+    outcome = details.get("outcome")
+    return outcome if isinstance(outcome, str) and outcome in GAME_OUTCOMES else None
 
 
 def origin_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:

@@ -173,7 +173,8 @@ def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[
 def sample_of(task: Task, index: int, trajectory: Trajectory) -> Sample:
     reward = trajectory.reward
     group = (task.metadata or {}).get("eval_group")
-    outcome = (reward.details or {}).get("outcome") if reward is not None and isinstance(reward.details, dict) else None
+    details = reward.details if reward is not None and isinstance(reward.details, dict) else {}
+    outcome = details.get("outcome") if "opponent" in details else None  # a game against an opponent
     return Sample(task_id=task.task_id, origin=task.origin, index=index, group=group if isinstance(group, str) else None,
                   score=0.0 if reward is None else float(reward.score),
                   success=bool(reward is not None and reward.success),

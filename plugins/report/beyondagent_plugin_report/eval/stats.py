@@ -7,7 +7,8 @@ Per task with n samples, c of them successful and scores s_1..s_n:
   that at least one of j samples drawn without replacement from the n succeeds; pass@1 is the
   success rate;
 - turns: the mean number of model turns per episode; errors: episodes that failed to run;
-- against an opponent (an env whose rewards name an `outcome`: TextArena's two-player games),
+- against an opponent (an env whose rewards' details name an `opponent` and an `outcome`: TextArena's
+  two-player games),
   win_rate, draw_rate, loss_rate (and any other outcome's): each task's share of its samples,
   averaged over tasks.
 

@@ -1,0 +1,25 @@
+"""The win/draw/loss rates of a run against an opponent (`trainer.outcome_metrics`): only rewards whose
+details name an `opponent` are games; an env's own `outcome` (FrozenLake's success, failed,
+out_of_steps) is not, and makes no rate (nor overwrites `success_rate`)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from beyondagent_plugin_torch.trainer import outcome_metrics
+
+from beyondagent_core.types import Reward
+
+
+def episode(details: dict) -> Any:
+    return SimpleNamespace(trajectory=SimpleNamespace(reward=Reward(score=1.0, success=True, details=details)))
+
+
+def test_an_outcome_without_an_opponent_is_no_game_result() -> None:
+    assert outcome_metrics("val", [episode({"outcome": "success"}), episode({"outcome": "failed"})]) == {}
+    played = outcome_metrics("val", [episode({"outcome": "win", "opponent": "random"}),
+                                     episode({"outcome": "loss", "opponent": "random"})])
+    assert played == {"val/win_rate": 0.5, "val/draw_rate": 0.0, "val/loss_rate": 0.5}
+    cut = outcome_metrics("train", [episode({"outcome": "unfinished", "opponent": "llm"})])
+    assert cut["train/unfinished_rate"] == 1.0 and cut["train/win_rate"] == 0.0

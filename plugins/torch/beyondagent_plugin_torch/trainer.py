@@ -400,7 +400,11 @@ class Trainer:
         episodes, staleness_metrics = self.fresh_episodes(step, rollout_batch.trained)
 
         trainable = [i for i, episode in enumerate(episodes) if episode.trainable]
-        values, value_columns = self.critic_values(episodes, trainable)
+        rows = [episodes[i] for i in trainable]
+        # the batch is padded once: the critic values it before the estimator has advantages to place in it
+        batch = (make_batch(rows, [0.0] * len(rows), pad_token_id=self.tokenizer.pad_token_id, device=self.device)
+                 if rows else None)
+        values = self.critic_values(episodes, trainable, batch)
         advantages, step_values, advantage_metrics, returns = self.estimate_advantages(step, episodes, values)
         self.write_episodes(metrics_log, step, "train", episodes, advantages, step_values)
         flat_groups = self.count_flat_groups(step, generated_episodes)
@@ -409,13 +413,11 @@ class Trainer:
             raise RunError(f"step {step}: every episode failed, nothing to train on; first error: {first}",
                            hint="run with -v; episode_errors.jsonl in the run directory has each failure")
         update_started = time.perf_counter()
-        batch = make_batch([episodes[i] for i in trainable], [advantages[i] for i in trainable],
-                           pad_token_id=self.tokenizer.pad_token_id, device=self.device,
-                           returns=None if returns is None else [returns[i] for i in trainable])
+        batch.advantages = batch.placed(rows, [advantages[i] for i in trainable])
         generator = torch.Generator().manual_seed(episode_seed(self.run.info.seed, "minibatches", step))
         critic_metrics: dict[str, float] = {}
         if self.critic is not None:  # verl's order: the critic regresses on the returns, then the policy updates
-            batch.values = value_columns
+            batch.returns = batch.placed(rows, [returns[i] for i in trainable])
             with self.turns.update(self.critic.model) if pipeline is not None else contextlib.nullcontext():
                 critic_metrics = self.critic.update(batch, algorithm=self.algorithm, config=self.config,
                                                     generator=torch.Generator().manual_seed(
@@ -643,19 +645,17 @@ class Trainer:
                            f"{self.config.max_staleness} policy versions", hint="raise backend.max_staleness")
         return [episodes[i] for i in kept], metrics
 
-    def critic_values(self, episodes: list[Episode], trainable: list[int]) -> tuple[list[Any] | None, Any]:
+    def critic_values(self, episodes: list[Episode], trainable: list[int], batch: Any) -> list[Any] | None:
         """The critic's value of each token of each trainable episode (None for the others: failed,
-        they never reach the estimator), and the same values in the columns of the step's training
-        batch; (None, None) without a critic."""
-        if self.critic is None or not trainable:
-            return None, None
-        rows = [episodes[i] for i in trainable]
-        unscored = make_batch(rows, [0.0] * len(rows), pad_token_id=self.tokenizer.pad_token_id, device=self.device)
-        columns = self.critic.values(unscored, self.config.micro_batch_size)
+        they never reach the estimator), kept in the columns of the step's training `batch` too
+        (`batch.values`, what its update clips against); None without a critic."""
+        if self.critic is None or batch is None:
+            return None
+        batch.values = self.critic.values(batch, self.config.micro_batch_size)
         values: list[Any] = [None] * len(episodes)
-        for index, array in zip(trainable, episode_arrays(columns, rows)):
+        for index, array in zip(trainable, episode_arrays(batch.values, [episodes[i] for i in trainable])):
             values[index] = array
-        return values, columns
+        return values
 
     def estimate_advantages(self, step: int, episodes: list[Episode], values: list[Any] | None = None
                             ) -> tuple[list[Any], list[Any] | None, dict[str, float], list[Any] | None]:

@@ -59,6 +59,12 @@ class TrainBatch:
                           None if self.values is None else self.values[index, : width - 1],
                           None if self.returns is None else self.returns[index, : width - 1])
 
+    def placed(self, episodes: Sequence[Episode], per_episode: Sequence[Any]) -> torch.Tensor:
+        """Per-token values of `episodes` (the ones this batch was made of, in order) in its columns,
+        0 where no model token is: how advantages and returns reach the loss (`episode_columns`)."""
+        width = int(self.input_ids.shape[1])
+        return episode_columns(episodes, per_episode, width).to(self.loss_mask.device) * self.loss_mask
+
     def weighting(self) -> dict[str, torch.Tensor | None]:
         """The per-row episode weighting `grpo.aggregate` takes."""
         return {"sequence_tokens": self.episode_tokens, "sequence_share": self.episode_share}
@@ -69,40 +75,48 @@ def make_batch(episodes: Sequence[Episode], advantages: Sequence[Any], *, pad_to
     """Pad `episodes`' samples, one row each; `advantages[i]` has one value per token of episode i's
     samples laid end to end (`joined_view`; a numpy array, a tensor or a list), or is a number for
     every model token of the episode. `returns` (the critic's targets), when given, likewise."""
-    rows = []  # (episode index, sample, its advantages)
-    for index, (episode, values) in enumerate(zip(episodes, advantages, strict=True)):
-        values = torch.as_tensor(values, dtype=torch.float32)
-        offset = 0
-        for sample in samples_of(episode):
-            rows.append((index, sample, values[offset:offset + len(sample)] if values.dim() else values))
-            offset += len(sample)
-    width = max(len(sample) for _, sample, _ in rows)
-    size = len(rows)
+    samples = [(index, sample) for index, episode in enumerate(episodes) for sample in samples_of(episode)]
+    width = max(len(sample) for _, sample in samples)
+    size = len(samples)
     input_ids = torch.full((size, width), pad_token_id, dtype=torch.long)
     attention = torch.zeros((size, width), dtype=torch.long)
     loss_mask = torch.zeros((size, width - 1), dtype=torch.float32)
     logprobs = torch.zeros((size, width - 1), dtype=torch.float32)
-    token_advantages = torch.zeros((size, width - 1), dtype=torch.float32)
-    for row, (_, sequence, values) in enumerate(rows):
+    for row, (_, sequence) in enumerate(samples):
         n = len(sequence)
         input_ids[row, :n] = torch.tensor(sequence.input_ids)
         attention[row, :n] = 1
         loss_mask[row, : n - 1] = torch.tensor(sequence.loss_mask[1:], dtype=torch.float32)
         logprobs[row, : n - 1] = torch.tensor(sequence.logprobs[1:], dtype=torch.float32)
-        # Position t predicts token t+1, so token t+1's advantage sits at t (like the loss mask).
-        token_advantages[row, : n - 1] = values[1:] if values.dim() else values
-    token_advantages *= loss_mask
-    owner = torch.tensor([index for index, _, _ in rows])
+    owner = torch.tensor([index for index, _ in samples])
     rows_of = torch.zeros(len(episodes)).index_add(0, owner, torch.ones(size))
     tokens_of = torch.zeros(len(episodes)).index_add(0, owner, loss_mask.sum(-1))
-    off_policy = torch.tensor([bool(getattr(episodes[index], "off_policy", False)) for index, _, _ in rows])
-    batch = TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device),
-                       logprobs.to(device), token_advantages.to(device), off_policy.to(device),
+    off_policy = torch.tensor([bool(getattr(episodes[index], "off_policy", False)) for index, _ in samples])
+    batch = TrainBatch(input_ids.to(device), attention.to(device), loss_mask.to(device), logprobs.to(device),
+                       torch.zeros_like(loss_mask, device=device), off_policy.to(device),
                        tokens_of[owner].to(device), (1.0 / rows_of[owner]).to(device))
+    batch.advantages = batch.placed(episodes, advantages)
     if returns is not None:
-        targets = make_batch(episodes, returns, pad_token_id=pad_token_id, device=device)
-        batch.returns = targets.advantages  # the same rows and columns, masked the same way
+        batch.returns = batch.placed(episodes, returns)
     return batch
+
+
+def episode_columns(episodes: Sequence[Episode], per_episode: Sequence[Any], width: int) -> torch.Tensor:
+    """One value per token of each episode (its samples laid end to end; or a number for all of them)
+    in `make_batch`'s columns, [rows, width - 1]: position t predicts token t+1, so token t+1's value
+    sits at column t (like the loss mask). `episode_arrays` undoes it."""
+    rows = []
+    for episode, values in zip(episodes, per_episode, strict=True):
+        values = torch.as_tensor(values, dtype=torch.float32)
+        offset = 0
+        for sample in samples_of(episode):
+            n = len(sample)
+            rows.append(values[offset + 1:offset + n] if values.dim() else values.expand(n - 1))
+            offset += n
+    out = torch.zeros((len(rows), width - 1), dtype=torch.float32)
+    for row, values in enumerate(rows):
+        out[row, : len(values)] = values
+    return out
 
 
 def samples_of(episode: Any) -> list[Any]:
@@ -112,7 +126,7 @@ def samples_of(episode: Any) -> list[Any]:
 
 
 def episode_arrays(columns: torch.Tensor, episodes: Sequence[Episode]) -> list[Any]:
-    """`make_batch`'s placement undone: a [rows, W-1] tensor of per-column values (column t: token
+    """`episode_columns` undone: a [rows, W-1] tensor of per-column values (column t: token
     t+1 of its row) as one float32 numpy array per episode, its samples laid end to end, 0 on each
     sample's first token (no column holds it)."""
     import numpy as np

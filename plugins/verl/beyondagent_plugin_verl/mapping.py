@@ -270,11 +270,11 @@ def precision_settings(spec: Spec, config: VerlConfig) -> list[tuple[str, Any, s
     """
     precision = resolve(spec.model, gpu=config.device == "cuda", where=spec.path or "the spec")
     warn_if_pure(precision, backend="verl")
-    mixed = {"param_dtype": SHORT[precision.compute], "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
     out: list[tuple[str, Any, str]] = []
     for role in ("actor", "ref"):
         out.append((f"actor_rollout_ref.{role}.fsdp_config.model_dtype", SHORT[precision.params], "model.param_dtype"))
-        out.append((f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision", dict(mixed), "model.dtype"))
+        out.append((f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision", fsdp_mixed_precision(precision),
+                    "model.dtype"))
     out.append(("actor_rollout_ref.rollout.dtype", precision.compute, "model.dtype"))
     return out
 
@@ -301,8 +301,7 @@ def critic_settings(spec: Spec, config: VerlConfig, *, model_path: str) -> list[
     ]
     precision = resolve(spec.model, gpu=config.device == "cuda", where=spec.path or "the spec")
     out += [("critic.fsdp.model_dtype", SHORT[precision.params], "model.param_dtype"),
-            ("+critic.fsdp.mixed_precision", {"param_dtype": SHORT[precision.compute], "reduce_dtype": "fp32",
-                                              "buffer_dtype": "fp32"}, "model.dtype")]
+            ("+critic.fsdp.mixed_precision", fsdp_mixed_precision(precision), "model.dtype")]
     if spec.model.gradient_checkpointing is not None:
         out.append(("critic.model.enable_gradient_checkpointing", spec.model.gradient_checkpointing,
                     "model.gradient_checkpointing"))
@@ -321,6 +320,11 @@ def critic_settings(spec: Spec, config: VerlConfig, *, model_path: str) -> list[
                 ("critic.model.external_lib", "beyondagent_plugin_verl.cpu_process_group", "backend.device"),
                 ("critic.model.override_config", {"attn_implementation": "sdpa"}, "backend.device")]
     return out
+
+
+def fsdp_mixed_precision(precision: Any) -> dict[str, str]:
+    """FSDP's mixed precision for a resolved precision: compute in its dtype, reduce and buffer in fp32."""
+    return {"param_dtype": SHORT[precision.compute], "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
 
 
 def cpu_settings(config: VerlConfig) -> dict[str, Any]:

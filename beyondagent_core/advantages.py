@@ -23,6 +23,11 @@ episodes by those failures has no baseline and is skipped too (all its members 0
 was one episode to begin with is not a skipped group: it lost nothing (the estimator decides). The
 metrics `dropped_episodes` (by reason: `dropped_error`, `dropped_timeout`, `dropped_split`,
 `dropped_untrainable`) and `dropped_groups` say what was left out (logged under `advantage/`).
+
+An estimator that keeps state from step to step (`rae`'s running baselines) has `state_dict()` (plain
+JSON values) and `load_state_dict(state)`: the backend saves the state with its checkpoints and gives it
+back on `--resume` (`estimator_state`, `restore_estimator`). Estimating one step twice (a retried batch)
+must give the same answer: the state folds in a step once.
 """
 
 from __future__ import annotations
@@ -67,7 +72,9 @@ class ScoredEpisode:
     a finished episode, else why it failed (one of `FAILURE_REASONS`, see `failure_of`): such an
     episode is left out of the batch an estimator sees (`estimate_finished`). `values` (float32,
     `length`) is the critic's value of the state before each token, for an estimator that uses
-    values (`AdvantageSpec.uses_values`); None otherwise.
+    values (`AdvantageSpec.uses_values`); None otherwise. `seat` is the player the episode was in a
+    multi-seat episode (a game the policy plays against itself: its `group` is then that seat's games of
+    the task; `beyondagent_core.runtime.seats`); None in a one-seat episode.
     """
 
     group: Hashable
@@ -78,6 +85,7 @@ class ScoredEpisode:
     steps: tuple[Step, ...]
     failure: str | None = None
     values: np.ndarray | None = attrs.field(default=None, eq=False)
+    seat: int | None = None
 
     @property
     def token_mask(self) -> np.ndarray:
@@ -227,7 +235,26 @@ def scored_episode(group: Hashable, trajectory: Trajectory, spans: Sequence[tupl
     return ScoredEpisode(group=group, task=trajectory.task, outcome=0.0 if reward is None else float(reward.score),
                          success=bool(reward is not None and reward.success), length=int(length),
                          steps=steps_of(trajectory.turns, spans, step_rewards, replayed=prefix_turns(trajectory)),
-                         failure=failure_of(trajectory, trainable=trainable), values=values)
+                         failure=failure_of(trajectory, trainable=trainable), values=values, seat=trajectory.seat)
+
+
+def estimator_state(estimator: Any) -> dict[str, Any] | None:
+    """What a backend keeps in a checkpoint of `estimator`'s state across steps (None: it keeps none)."""
+    save = getattr(estimator, "state_dict", None)
+    return None if save is None else save()
+
+
+def restore_estimator(estimator: Any, state: dict[str, Any] | None, *, who: str) -> None:
+    """Give `estimator` the state a checkpoint kept (`estimator_state`); a ValueError naming `who` when
+    the checkpoint kept state the estimator cannot take, or none where it keeps some."""
+    load = getattr(estimator, "load_state_dict", None)
+    if state is None and load is None:
+        return
+    if load is None or state is None:
+        raise ValueError(f"{who}: the checkpoint {'holds no' if state is None else 'holds'} estimator state, and the "
+                         f"estimator {'keeps some' if state is None else 'keeps none'}: resume with the estimator it "
+                         "was saved with")
+    load(state)
 
 
 def uses_critic(spec: Any) -> bool:

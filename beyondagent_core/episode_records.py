@@ -1,6 +1,7 @@
 """Per-episode token records: `<run_dir>/episodes.jsonl`, what `beyondagent view` shows.
 
-One JSON line per kept episode: where it came from (step, split, group, task, origin), how it
+One JSON line per kept episode: where it came from (step, split, group, the seat it played in a
+multi-seat episode, task, origin), how it
 scored, its turns as text, and its token view — the ids, each token's text, the loss mask, the
 log-probs recorded at sampling time and the per-token advantages the estimator produced — so a
 wrong mask, a leaking template or a reward on the wrong thing can be seen token by token.
@@ -151,7 +152,7 @@ def episode_record(*, step: int, split: str, index: int, group: Any, trajectory:
               **({"tool_calls": turn.tool_calls} if turn.tool_calls else {})} for turn in trajectory.turns]
     return {
         "schema_version": SCHEMA_VERSION,
-        "step": int(step), "split": split, "index": int(index), "group": group,
+        "step": int(step), "split": split, "index": int(index), "group": group, "seat": trajectory.seat,
         "task_id": task.task_id, "env": task.env, "origin": task.origin, "query": task.query,
         "seed_task_id": task.seed_task_id,
         "score": None if reward is None else _rounded(reward.score, 6),

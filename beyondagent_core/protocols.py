@@ -125,14 +125,16 @@ class AsyncEnv(Protocol):
         ...
 
 
-OPTIONAL_ENV_METHODS: tuple[str, ...] = ("task_ids", "valid_actions", "describe_achieved")
+OPTIONAL_ENV_METHODS: tuple[str, ...] = ("task_ids", "valid_actions", "describe_achieved", "seat_rewards")
 """Env methods a component may ask for through `AsyncEnv.call` (an env need not have them):
 
 - `task_ids(split) -> list[str]`: the env's seed tasks of a split (`/get_env_profile`);
 - `valid_actions() -> list[str]`: the actions valid now, as text the env's `step` accepts;
 - `describe_achieved() -> list[dict]`: goals the episode has reached so far, each
   `{"query": "<a task in words>", "goal": {...}}`; a task whose `metadata["goal"]` is one of
-  these makes the env's `evaluate()` check that goal (verifiable synthetic tasks).
+  these makes the env's `evaluate()` check that goal (verifiable synthetic tasks);
+- `seat_rewards() -> list[dict]`: in an episode with several seats, each seat's reward in seat order,
+  as `Reward.to_dict()` dicts (`beyondagent_core.runtime.seats`).
 """
 
 

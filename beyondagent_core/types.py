@@ -116,7 +116,9 @@ class Trajectory:
     """One episode: the task, its turns in order, the reward, and per-episode metrics.
 
     `error` holds a one-line reason when the episode failed (the episode then scores 0 and
-    training goes on).
+    training goes on). `seat` is the player this trajectory is, in an episode with several seats (a
+    game the policy plays against itself: `beyondagent_core.runtime.seats`); None in a one-seat episode
+    (and then left out of `to_dict`, so its records read as they always did).
     """
 
     task: Task
@@ -125,6 +127,7 @@ class Trajectory:
     terminated: bool = False
     metrics: dict[str, Any] = attrs.field(factory=dict)
     error: str | None = None
+    seat: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,11 +138,15 @@ class Trajectory:
             "terminated": self.terminated,
             "metrics": dict(self.metrics),
             "error": self.error,
+            **({} if self.seat is None else {"seat": self.seat}),
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> Trajectory:
         fields = _fields_of(cls, data)
+        seat = fields.get("seat")
+        if seat is not None and (isinstance(seat, bool) or not isinstance(seat, int) or seat < 0):
+            raise ValueError(f"seat must be a non-negative integer or null, got {_short(seat)}")
         fields["task"] = Task.from_dict(fields["task"])
         fields["turns"] = [Turn.from_dict(turn) for turn in fields.get("turns") or []]
         if fields.get("reward") is not None:

@@ -28,7 +28,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_the_page_has_every_file() -> None:
     assert set(docs_kit.walkthrough_files(DOC)) == {
         "pyproject.toml", "spec.yaml", "beyondagent_plugin_guess/__init__.py", "beyondagent_plugin_guess/game.py",
-        "tests/conftest.py", "tests/test_guess.py"}
+        "beyondagent_plugin_guess/duel.py", "tests/conftest.py", "tests/test_guess.py"}
 
 
 def test_the_plugin_is_listed_and_its_tests_pass(installed: tuple[Path, Path]) -> None:
@@ -36,7 +36,8 @@ def test_the_plugin_is_listed_and_its_tests_pass(installed: tuple[Path, Path]) -
     listing = json.loads(docs_kit.run(["-m", "beyondagent_core.cli", "plugins", "--json"], site, package).stdout)
     plugin = next(p for p in listing if p["name"] == "guess")
     assert plugin["status"] == "ok"
-    assert plugin["provides"] == {"env": ["guess_number"], "task_source": ["guess_tasks"], "reward": ["guess_judge"]}
+    assert plugin["provides"] == {"env": ["guess_number", "guess_duel"], "task_source": ["guess_tasks"],
+                                  "reward": ["guess_judge"]}
     result = docs_kit.run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], site, package)
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"\b\d+ passed\b", result.stdout) and "failed" not in result.stdout
@@ -62,3 +63,18 @@ def test_the_pages_spec_trains_the_tiny_model(installed: tuple[Path, Path]) -> N
     samples = [json.loads(line) for line in (package / "runs" / "guess" / "samples.jsonl").read_text().splitlines()]
     reasons = {s["trajectory"]["reward"]["reason"] for s in samples if s["trajectory"]["reward"]}
     assert reasons and all(r == "the secret was never named" or r.startswith("named on guess") for r in reasons)
+
+
+def test_the_pages_two_seat_game_trains_both_seats(installed: tuple[Path, Path]) -> None:
+    pytest.importorskip("beyondagent_plugin_torch")
+    package, site = installed
+    command = next(line for line in docs_kit.ROOT.joinpath(DOC).read_text().splitlines()
+                   if line.startswith("beyondagent run spec.yaml env.name=guess_duel"))
+    args = command.split()[2:] + ["backend.total_steps=1", "logging.episodes=all"]
+    result = docs_kit.run(["-m", "beyondagent_core.cli", "run", *args], site, package, timeout=600)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    records = [json.loads(line) for line in (package / "runs" / "duel" / "episodes.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert train and [r["seat"] for r in train] == [0, 1] * (len(train) // 2)
+    for first, second in zip(train[::2], train[1::2]):  # one game: its seats' rewards add up to 1
+        assert (first["seat"], second["seat"]) == (0, 1) and first["score"] + second["score"] == 1.0

@@ -2,7 +2,8 @@
 
 An episode that raises (a workflow bug, an env returning a non-string observation, a judge
 crash) does not stop the step: it comes back as a `Trajectory` with reward 0 and `error` set,
-and is logged with its traceback. Backends count these and train on the rest.
+and is logged with its traceback. Backends count these and train on the rest. `run_seats` runs an
+episode with several seats (a game the policy plays against itself) as one trajectory per seat.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from beyondagent_core.judging import (
 from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
 from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
-from beyondagent_core.returns import awaited, check_trajectory, class_name
+from beyondagent_core.returns import ReturnError, awaited, check_trajectory, class_name
+from beyondagent_core.runtime.seats import SeatLLM
 from beyondagent_core.secrets import redact
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
@@ -63,6 +65,58 @@ class EpisodeRunner:
         trajectory.metrics["seconds"] = round(time.perf_counter() - started, 4)
         return trajectory
 
+    async def run_seats(self, task: Task, seat_llm: SeatLLM) -> list[Trajectory]:
+        """The episode as one trajectory per seat (`beyondagent_core.runtime.seats`): a workflow with
+        `run_seats` plays every seat, `seat_llm(k)` the chat of seat k; any other workflow plays one, as
+        `run` does, with `seat_llm(0)`. A failure gives each seat that had a chat an error record (seat
+        None when only seat 0 had one: a one-seat episode, as far as anyone can tell)."""
+        play = getattr(self.workflow, "run_seats", None)
+        if play is None:
+            return [await self.run(task, seat_llm(0))]
+        started = time.perf_counter()
+        recorders: dict[int, RecordingLLM] = {}
+
+        def recorded(seat: int) -> RecordingLLM:
+            if seat not in recorders:
+                recorders[seat] = RecordingLLM(seat_llm(seat), AnswerLeakGuard(task))
+            return recorders[seat]
+
+        try:
+            trajectories = await self._run_seats(task, recorded, play)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one broken episode must not stop the step
+            error = redact(f"{type(exc).__name__}: {exc}")
+            log.warning("episode.failed", task=task.task_id, error=error, exc_info=True)
+            seats = sorted(recorders) or [0]
+            trajectories = [Trajectory(task=task, turns=recorders[k].turns() if k in recorders else [], error=error,
+                                       reward=Reward(0.0, reason=f"episode failed: {error}"),
+                                       seat=None if seats == [0] else k) for k in seats]
+        for trajectory in trajectories:
+            trajectory.metrics["seconds"] = round(time.perf_counter() - started, 4)
+        return trajectories
+
+    async def _run_seats(self, task: Task, seat_llm: SeatLLM, play: Callable[..., Any]) -> list[Trajectory]:
+        """`play`'s trajectories, checked and scored: a one-seat episode as `_run` scores it; the seats of a
+        multi-seat one keep the env's rewards unless the task's judge reads trajectories (`score`: it
+        scores each seat; a judge that needs the live env scores one-seat episodes only)."""
+        judge = self.judge.for_task(task)
+        who = self.describe(self.workflow)
+        async with contextlib.AsyncExitStack() as stack:
+            env = None
+            if self.make_env is not None:
+                env = await self.make_env.open()
+                stack.push_async_callback(env.close)
+            trajectories = check_seats(await awaited(play(task, env, seat_llm), who=who, method="run_seats"),
+                                       who=who)
+            if len(trajectories) == 1 and env is not None:
+                await score_episode(judge, task, trajectories[0], env)
+        for trajectory in trajectories:
+            await score_after(judge, task, trajectory)
+            if not isinstance(trajectory.reward, Reward):
+                raise TypeError("the episode has no Reward: the workflow set none and no `reward` judge is configured")
+        return trajectories
+
     async def _run(self, task: Task, llm: ChatLLM) -> Trajectory:
         judge = self.judge.for_task(task)
         if self.make_env is None:
@@ -82,6 +136,20 @@ class EpisodeRunner:
         who = self.describe(self.workflow)
         return check_trajectory(await awaited(self.workflow.run(task, env, llm), who=who, method="run"), who=who,
                                 method="run")
+
+
+def check_seats(value: Any, *, who: str) -> list[Trajectory]:
+    """A workflow's `run_seats` answer: a non-empty list of checked trajectories, one per seat (their
+    `seat`s distinct; None only for a one-seat episode's one trajectory)."""
+    if not isinstance(value, list) or not value:
+        raise ReturnError(f"{who}: run_seats() returned {type(value).__name__}; expected a non-empty list of "
+                          "Trajectory, one per seat")
+    trajectories = [check_trajectory(item, who=who, method="run_seats") for item in value]
+    seats = [trajectory.seat for trajectory in trajectories]
+    if len(trajectories) > 1 and (None in seats or len(set(seats)) != len(seats)):
+        raise ReturnError(f"{who}: run_seats() returned {len(trajectories)} trajectories with the seats {seats}; "
+                          "each must name its own seat (Trajectory.seat)")
+    return trajectories
 
 
 class RecordingLLM:

@@ -4,6 +4,9 @@ The env's reset messages (its system prompt and first observation) open the conv
 then the model acts, the env observes, and so on until the env says the episode is over,
 `max_turns` model turns have been taken, or the episode's token budget is spent. The env's
 `evaluate()` gives the reward. One env step per model turn.
+
+An env whose episode has several seats (a two-player game played by the policy on both sides) is
+played by `run_seats`: each seat its own conversation and reward (`beyondagent_core.runtime.seats`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from beyondagent_core.checks import (
     number,
 )
 from beyondagent_core.protocols import AsyncEnv, ChatLLM, EnvReset, EnvStep, Message
+from beyondagent_core.runtime.seats import SeatLLM, refuse_seats, seat_in, seat_rewards, seats_in
 from beyondagent_core.runtime.tokens import ContextLengthExceeded
 from beyondagent_core.types import Task, Trajectory, Turn
 
@@ -58,6 +62,22 @@ class ReactWorkflow:
 
     async def run(self, task: Task, env: AsyncEnv, llm: ChatLLM) -> Trajectory:
         reset = await env.reset(task)
+        seats = seats_in(reset.info)
+        if seats > 1:
+            raise refuse_seats(seats)
+        return await self.play(task, env, llm, reset)
+
+    async def run_seats(self, task: Task, env: AsyncEnv, seat_llm: SeatLLM) -> list[Trajectory]:
+        """One trajectory per seat of the env's episode (`beyondagent_core.runtime.seats`); a one-seat
+        env's episode is played as `run` plays it, by `seat_llm(0)`."""
+        reset = await env.reset(task)
+        seats = seats_in(reset.info)
+        if seats == 1:
+            return [await self.play(task, env, seat_llm(0), reset)]
+        return await self.play_seats(task, env, seat_llm, reset, seats)
+
+    async def play(self, task: Task, env: AsyncEnv, llm: ChatLLM, reset: EnvReset) -> Trajectory:
+        """The episode the env's `reset` opened, played by `llm` (one seat)."""
         messages = self.opening(reset)
         turns = [Turn(role=m["role"], content=m["content"]) for m in messages]
         terminated, truncated, model_turns, steps = False, False, 0, []
@@ -82,6 +102,48 @@ class ReactWorkflow:
         reward = await env.evaluate()
         metrics = {"turns": model_turns, **self.step_metrics(steps), "truncated": truncated}
         return Trajectory(task=task, turns=turns, reward=reward, terminated=terminated, metrics=metrics)
+
+    async def play_seats(self, task: Task, env: AsyncEnv, seat_llm: SeatLLM, reset: EnvReset,
+                         seats: int) -> list[Trajectory]:
+        """A multi-seat episode: each seat's model sees its own conversation (what the env showed that
+        seat, and its own moves) and takes up to `max_turns` turns; the episode ends when the env says
+        so, when the seat to move has no turns left, or when its context is full. Every seat is shown
+        the env's last observation; each seat's reward is the env's `seat_rewards()`."""
+        seat = seat_in(reset.info, seats, "reset()")
+        conversations: list[list[Message]] = [[] for _ in range(seats)]
+        turns: list[list[Turn]] = [[] for _ in range(seats)]
+        unseen: list[list[Message]] = [[] for _ in range(seats)]  # shown to a seat when it moves next
+        steps: list[list[EnvStep]] = [[] for _ in range(seats)]
+        model_turns = [0] * seats
+        unseen[seat] = self.opening(reset)
+        terminated, truncated = False, False
+        while model_turns[seat] < self.config.max_turns:
+            conversations[seat] += unseen[seat]
+            turns[seat] += [Turn(role=m["role"], content=m["content"]) for m in unseen[seat]]
+            unseen[seat] = []
+            try:
+                reply = await seat_llm(seat).chat(conversations[seat], **self.sampling)
+            except ContextLengthExceeded:
+                truncated = True
+                break
+            model_turns[seat] += 1
+            turns[seat].append(reply)
+            action = {"role": "assistant", "content": reply.content}
+            conversations[seat].append(action)
+            step = await env.step(action)
+            steps[seat].append(step)
+            observation = check_messages(step.observation, "step()")
+            if step.terminated:
+                terminated = True
+                for seat_turns in turns:  # the game's end, for every seat's record
+                    seat_turns += [Turn(role=m["role"], content=m["content"]) for m in observation]
+                break
+            seat = seat_in(step.info, seats, "step()")
+            unseen[seat] += observation
+        rewards = await seat_rewards(env, seats)
+        return [Trajectory(task=task, turns=turns[k], reward=rewards[k], terminated=terminated, seat=k,
+                           metrics={"turns": model_turns[k], **self.step_metrics(steps[k]), "truncated": truncated})
+                for k in range(seats)]
 
 
 def check_messages(messages: Any, where: str) -> list[Message]:

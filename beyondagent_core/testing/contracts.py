@@ -32,6 +32,7 @@ from beyondagent_core.jsonl import BadRecords
 from beyondagent_core.judging import check_judge
 from beyondagent_core.protocols import EnvReset, EnvStep, Message
 from beyondagent_core.registry import Registry
+from beyondagent_core.runtime.seats import seat_in, seats_in
 from beyondagent_core.spec import select_component
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
@@ -129,6 +130,7 @@ class MixerContract(_Contract):
 
 
 GARBAGE_ACTION: Message = {"role": "assistant", "content": "%%% qwxz 0xDEAD ~~ not an answer ~~ @@@"}
+MAX_CONTRACT_STEPS = 200  # garbage moves a multi-seat episode may take before it must have ended
 
 
 def _assert_messages(messages: Any, what: str) -> None:
@@ -207,6 +209,30 @@ class EnvContract(_Contract):
             env.step(dict(GARBAGE_ACTION))
             assert env.reset(task).messages == first, "resetting to the same task again showed something else"
             assert fresh.reset(task).messages == first, "a second instance reset the task differently"
+
+    def test_a_multi_seat_episode_names_each_next_seat_and_scores_every_seat(self, make_env, tasks) -> None:
+        """`beyondagent_core.runtime.seats`: an env whose reset says `seats` > 1 names the seat that moves
+        after each step until the episode ends, and then `seat_rewards()` scores each seat; any other env's
+        reset info says no seat count, or 1."""
+        env = make_env()
+        for task in tasks:
+            reset = env.reset(task)
+            seats = seats_in(reset.info)
+            if seats == 1:
+                continue
+            seat_in(reset.info, seats, "reset()")
+            for _ in range(MAX_CONTRACT_STEPS):
+                step = env.step(dict(GARBAGE_ACTION))
+                if step.terminated:
+                    break
+                seat_in(step.info, seats, "step()")
+            else:
+                pytest.fail(f"{task.task_id}: {MAX_CONTRACT_STEPS} garbage moves did not end the episode")
+            rewards = env.seat_rewards()
+            assert isinstance(rewards, list) and len(rewards) == seats, "seat_rewards() must give one Reward per seat"
+            for data in rewards:
+                reward = Reward.from_dict(data)  # plain JSON: it crosses the env service
+                assert isinstance(reward.score, float) and math.isfinite(reward.score)
 
     def test_runs_through_local_async_env(self, make_env, tasks) -> None:
         async def episode() -> tuple[EnvReset, EnvStep, Reward]:

@@ -1,6 +1,6 @@
 """BeyondAgent's first-party advantage estimators: `grpo` (the default), `dr_grpo`, `rloo`,
-`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, `gigpo`, `adca`, and `gae` (PPO: a critic's
-values, `uses_values`).
+`reinforce_plus_plus`, `reinforce_plus_plus_baseline`, `gigpo`, `adca`, `rae` (games: a running baseline per role), and `gae`
+(PPO: a critic's values, `uses_values`).
 
 An estimator turns a training batch of finished episodes into one advantage per response token
 (`beyondagent_core.advantages`); a spec picks one with `backend.advantage: {name: ...}`. They use
@@ -17,13 +17,14 @@ from beyondagent_plugin_advantages.config import (
     GaeConfig,
     GigpoConfig,
     GrpoConfig,
+    RaeConfig,
     ReinforcePlusPlusBaselineConfig,
     ReinforcePlusPlusConfig,
     RlooConfig,
 )
 
-__all__ = ["AdcaConfig", "DrGrpoConfig", "GaeConfig", "GigpoConfig", "GrpoConfig", "ReinforcePlusPlusBaselineConfig",
-           "ReinforcePlusPlusConfig", "RlooConfig", "beyondagent_advantages"]
+__all__ = ["AdcaConfig", "DrGrpoConfig", "GaeConfig", "GigpoConfig", "GrpoConfig", "RaeConfig",
+           "ReinforcePlusPlusBaselineConfig", "ReinforcePlusPlusConfig", "RlooConfig", "beyondagent_advantages"]
 
 _PACKAGE = "beyondagent_plugin_advantages"
 
@@ -47,6 +48,8 @@ def beyondagent_advantages() -> list[AdvantageSpec]:
                       summary="GiGPO: GRPO plus step advantages from groups of identical states."),
         AdvantageSpec(name="adca", factory=f"{_PACKAGE}.adca:Adca", config_cls=AdcaConfig,
                       summary="ADCA-GRPO: an LLM labels each step GOOD/BAD; step-wise suffix-sum advantages."),
+        AdvantageSpec(name="rae", factory=f"{_PACKAGE}.rae:Rae", config_cls=RaeConfig,
+                      summary="RAE (SPIRAL): each episode's outcome against a running baseline of its game and seat."),
         AdvantageSpec(name="gae", factory=f"{_PACKAGE}.gae:Gae", config_cls=GaeConfig, uses_values=True,
                       summary="GAE (PPO): a critic's values, TD errors over the model tokens, whitened."),
     ]

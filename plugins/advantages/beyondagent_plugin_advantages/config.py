@@ -47,6 +47,13 @@ class DrGrpoConfig:
 
 
 @attrs.define
+class RaeConfig:
+    """`decay`: how much of a role's baseline a step keeps (SPIRAL's 0.95; 0: the step's own mean)."""
+
+    decay: float = attrs.field(default=0.95, validator=number(ge=0, lt=1, why=FRACTION_WHY))
+
+
+@attrs.define
 class RlooConfig:
     """RLOO has no settings: each episode against the mean of the *other* episodes of its group."""
 

@@ -58,6 +58,12 @@ class TestGae(AdvantageContract):
         return {"name": "gae", "gamma": 0.99, "lam": 0.95}
 
 
+class TestRae(AdvantageContract):
+    @pytest.fixture
+    def implementation(self) -> dict[str, Any]:
+        return {"name": "rae", "decay": 0.9}
+
+
 class TestGigpo(AdvantageContract):
     @pytest.fixture
     def implementation(self) -> dict[str, Any]:

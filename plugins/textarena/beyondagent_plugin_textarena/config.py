@@ -48,11 +48,17 @@ MAX_ACTION_CHARS = 100_000
 SEEDS_WHY = f"meaning: a split has {SPLIT_SIZE:,} seeds"
 
 
-def check_opponent(game: str, opponent: str) -> None:
-    """A ValueError when `opponent` cannot play `game` (the random one has no move list for free text)."""
+def check_opponent(game: str, opponent: str, config: TextArenaConfig | None = None) -> None:
+    """A ValueError when `opponent` cannot play `game` (the random one has no move list for free text; the
+    llm one needs the env's `opponent_llm`)."""
+    if opponent not in OPPONENTS:
+        raise ValueError(f"unknown opponent {opponent!r}; the opponents are {', '.join(OPPONENTS)}")
     if game in FREE_TEXT and opponent == "random":
         raise ValueError(f"game {game!r} is played in free text (offers, chat): the random opponent cannot play it; "
-                         "set the env's opponent: llm and opponent_llm: {model: ..., base_url: ...}")
+                         "set the env's opponent: llm and opponent_llm: {model: ..., base_url: ...}, or self")
+    if opponent == "llm" and config is not None and (config.opponent_llm is None or not config.opponent_llm.model):
+        raise ValueError("opponent llm needs the env's opponent_llm: {model: ..., base_url: ...} (an "
+                         "OpenAI-compatible endpoint)")
 
 
 def check_game(game: str, difficulty: str) -> None:
@@ -76,7 +82,8 @@ class TextArenaConfig:
     limit). A two-player game is played against `opponent` (`random`: a random legal move; `llm`: the
     model at `opponent_llm`, any OpenAI-compatible endpoint, shown the game as its seat sees it), the
     policy in seat `seat` (0 moves first; None: 0 on even seeds, 1 on odd ones, so a task set plays
-    both seats)."""
+    both seats). `opponent: self` is self-play: the policy plays both seats, each its own sequence and
+    reward (a backend that trains multi-seat episodes: torch). A task's metadata `opponent` wins."""
 
     game: str = "tower_of_hanoi"
     difficulty: str = ""
@@ -94,6 +101,9 @@ class TextArenaConfig:
         if self.opponent == "llm" and (self.opponent_llm is None or not self.opponent_llm.model):
             raise ValueError("opponent llm needs opponent_llm: {model: ..., base_url: ...} (an OpenAI-compatible "
                              "endpoint)")
+        if self.opponent == "self" and self.seat is not None:
+            raise ValueError("seat is set but the opponent is self: in self-play the policy plays every seat; "
+                             "remove seat")
         if self.opponent_llm is not None and self.opponent != "llm":
             raise ValueError(f"opponent_llm is set but the opponent is {self.opponent!r}: set opponent: llm, "
                              "or remove opponent_llm")
@@ -103,16 +113,23 @@ class TextArenaConfig:
 @attrs.define
 class TextArenaTasksConfig:
     """`textarena_tasks`: `count` seeded games of `game` (at `difficulty`) from `split`'s seed range,
-    from index `start` on."""
+    from index `start` on; `opponent`, when set, is the tasks' own (their metadata's: it wins over the
+    env's), so one env can train in self-play and validate against the random opponent."""
 
     game: str = "tower_of_hanoi"
     difficulty: str = ""
     split: str = attrs.field(default="train", validator=attrs.validators.in_(SPLITS))
     count: int = attrs.field(default=100, validator=number(ge=1, le=SPLIT_SIZE, why=SEEDS_WHY))
     start: int = attrs.field(default=0, validator=number(ge=0, le=SPLIT_SIZE - 1, why=SEEDS_WHY))
+    opponent: str | None = attrs.field(default=None, validator=attrs.validators.optional(
+        attrs.validators.in_(OPPONENTS)))
 
     def __attrs_post_init__(self) -> None:
         check_game(self.game, self.difficulty)
+        if self.opponent is not None:
+            if self.game not in TWO_PLAYER:
+                raise ValueError(f"opponent is set but {self.game!r} is a one-player game; remove opponent")
+            check_opponent(self.game, self.opponent)
         if self.start + self.count > SPLIT_SIZE:
             raise ValueError(f"start + count must be at most {SPLIT_SIZE:,} (a split's seeds), got "
                              f"{self.start + self.count:,}")

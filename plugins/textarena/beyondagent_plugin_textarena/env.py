@@ -17,6 +17,12 @@ policy's moves, and the policy sees them in the game's next message. TextArena's
 (+1 win, 0 draw, -1 loss; an invalid move past the allowance loses) becomes the score (r + 1) / 2,
 so a draw scores 0.5; success is a win, and the reward's details say `outcome` (win, draw, loss;
 `unfinished`, scoring 0, for a game cut by `max_steps`), `seat` and `opponent`.
+
+`opponent: self` is self-play: the env plays no seat itself and its episode has two seats
+(`beyondagent_core.runtime.seats`): reset's info says `seats: 2` and the `seat` that opens, each step is
+the move of the seat whose turn it is and shows the next seat what it has not yet seen, and
+`seat_rewards()` scores both seats as above (`evaluate()` gives seat 0's). A task's metadata may name its
+own `opponent` (a validation set against `random` while training plays `self`).
 """
 
 from __future__ import annotations
@@ -49,8 +55,10 @@ class TextArenaEnv:
         self._metadata: dict[str, Any] = {}
         self._steps = 0
         self._limit: int | None = None
-        self._result: tuple[float, str] | None = None  # (score, the game's reason) once it ended
-        self._seat = 0  # the policy's
+        self._results: list[tuple[float, str]] | None = None  # per seat (score, the game's reason), once it ended
+        self._seat = 0  # the policy's (in self-play, where both are: evaluate() gives seat 0's reward)
+        self._selfplay = False
+        self._outcomes: list[str] = []  # per seat, a two-player game's win, draw, loss or unfinished
         self._opponent: random.Random | None = None  # a two-player game's random opponent's moves
         self._llm_opponent: LLMOpponent | None = None  # or its LLM opponent
 
@@ -63,59 +71,74 @@ class TextArenaEnv:
         game = str(metadata.get("game") or (parsed[0] if parsed else self.config.game))
         difficulty = str(metadata.get("difficulty", self.config.difficulty if game == self.config.game else ""))
         check_game(game, difficulty)
-        check_opponent(game, self.config.opponent)
+        opponent = str(metadata.get("opponent") or self.config.opponent)
+        check_opponent(game, opponent, self.config)
         seed = metadata.get("seed")
         seed = int(seed) if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < 2**63 \
             else seed_of(task.task_id)
         self._game = make_game(game, difficulty, seed)
         self._metadata = {"game": game, "difficulty": difficulty, "seed": seed}
-        self._steps, self._result, self._seat, self._opponent, self._llm_opponent = 0, None, 0, None, None
-        if game in TWO_PLAYER:
+        self._steps, self._results, self._seat, self._opponent, self._llm_opponent = 0, None, 0, None, None
+        self._selfplay = game in TWO_PLAYER and opponent == "self"
+        if self._selfplay:
+            self._metadata.update(opponent=opponent)
+        elif game in TWO_PLAYER:
             self._seat = self.config.seat if self.config.seat is not None else seed % 2
             self._opponent = random.Random(seed)
-            if self.config.opponent == "llm":
+            if opponent == "llm":
                 self._llm_opponent = LLMOpponent(self.config.opponent_llm, seed=seed)
-            self._metadata.update(seat=self._seat, opponent=self.config.opponent)
+            self._metadata.update(seat=self._seat, opponent=opponent)
         own = turn_limit(self._game)
         self._limit = min(filter(None, (own, self.config.max_steps)), default=None)
         done = self._opponent_moves()
-        prompt = new_text(self._game, self._seat, others=game in FREE_TEXT)
         if done:  # the opponent ended the game before the policy's first move (it cannot, in these games)
             raise RuntimeError(f"the {game} game ended before the policy's first move")
-        return EnvReset(messages=[{"role": "user", "content": prompt}],
-                        info={"metadata": dict(self._metadata), "max_steps": self._limit})
+        info: dict[str, Any] = {"metadata": dict(self._metadata), "max_steps": self._limit}
+        if self._selfplay:
+            self._seat = to_move(self._game)
+            info.update(seats=2, seat=self._seat)
+        prompt = new_text(self._game, self._seat, others=game in FREE_TEXT)
+        return EnvReset(messages=[{"role": "user", "content": prompt}], info=info)
 
     def step(self, action: Message) -> EnvStep:
         if self._game is None:
             raise RuntimeError("step() before reset()")
-        if self._result is not None:
+        if self._results is not None:
             return EnvStep(observation=[{"role": "user", "content": "The game is over."}], reward=0.0,
                            terminated=True, info={"metadata": dict(self._metadata)})
         content = action.get("content") if isinstance(action, dict) else None
         text = content if isinstance(content, str) else ""
+        mover = self._seat
         done, _ = self._game.step(text[: self.config.max_action_chars])
         self._steps += 1
         if not done:
             done = self._opponent_moves()
+        if self._selfplay and not done:
+            self._seat = to_move(self._game)  # the seat that moves next sees what it has not seen yet
         shown = new_text(self._game, self._seat, others=self._metadata["game"] in FREE_TEXT)
         truncated = not done and self._limit is not None and self._steps >= self._limit
         reward = 0.0
         if done or truncated:
-            score, reason = self._finish()
+            score, reason = self._finish()[mover]
             reward = score
             shown = "\n\n".join(filter(None, [shown, f"Game over: {reason}"]))
+        info: dict[str, Any] = {"metadata": dict(self._metadata), "steps": self._steps, "truncated": truncated}
+        if self._selfplay:
+            info["seat"] = self._seat
         return EnvStep(observation=[{"role": "user", "content": shown or "(nothing changed)"}], reward=reward,
-                       terminated=bool(done) or truncated,
-                       info={"metadata": dict(self._metadata), "steps": self._steps, "truncated": truncated})
+                       terminated=bool(done) or truncated, info=info)
 
     def evaluate(self) -> Reward:
-        if self._result is None:
-            return Reward(score=0.0, success=False, reason="the game has not ended", details=dict(self._metadata))
-        score, reason = self._result
-        return Reward(score=score, success=score >= 1.0, reason=reason, details=dict(self._metadata))
+        return self._reward(0 if self._selfplay else self._seat)
+
+    def seat_rewards(self) -> list[dict[str, Any]]:
+        """Each seat's reward, as `Reward.to_dict()` (self-play; a game against the env's own opponent
+        has one seat, the policy's)."""
+        seats = range(2) if self._selfplay else [self._seat]
+        return [self._reward(seat).to_dict() for seat in seats]
 
     def close(self) -> None:
-        if self._game is not None and self._result is None:
+        if self._game is not None and self._results is None:
             try:
                 self._game.close()
             except Exception:  # noqa: BLE001 - a game that cannot close has nothing left to free
@@ -144,21 +167,37 @@ class TextArenaEnv:
                 return True
         return False
 
-    def _finish(self) -> tuple[float, str]:
-        """The game's reward for the policy and its reason, once (TextArena's `close()` gives them)."""
-        if self._result is None:
+    def _reward(self, seat: int) -> Reward:
+        details = {**self._metadata, **({"seat": seat} if self._selfplay else {})}
+        if self._results is None:
+            return Reward(score=0.0, success=False, reason="the game has not ended", details=details)
+        score, reason = self._results[seat]
+        if self._metadata["game"] in TWO_PLAYER:
+            details["outcome"] = self._outcomes[seat]
+        return Reward(score=score, success=score >= 1.0, reason=reason, details=details)
+
+    def _finish(self) -> list[tuple[float, str]]:
+        """Each seat's score and the game's reason for it, once (TextArena's `close()` gives them). A
+        two-player game's zero-sum reward (+1 win, 0 draw, -1 loss) scores (r + 1) / 2, and its
+        `outcome` is kept; a game cut by `max_steps` has none: `unfinished`, and no reward for stalling."""
+        if self._results is None:
             rewards, info = self._game.close()
-            seat = self._seat
-            value = rewards.get(seat, 0.0) if isinstance(rewards, dict) else 0.0
-            value = float(value) if isinstance(value, (int, float)) else 0.0
-            if self._opponent is not None and not (isinstance(rewards, dict) and seat in rewards):
-                self._metadata["outcome"] = "unfinished"  # cut by max_steps: no result, and no reward for stalling
-            elif self._opponent is not None:  # zero-sum: +1 win, 0 draw, -1 loss
-                self._metadata["outcome"] = "win" if value > 0 else "loss" if value < 0 else "draw"
-                value = (value + 1.0) / 2.0
-            score = min(max(value, 0.0), 1.0)
-            reason = str((info or {}).get(seat, {}).get("reason", "")) if isinstance(info, dict) else ""
-            if not reason and self._limit is not None and self._steps >= self._limit:
-                reason = f"no turns left ({self._limit})"
-            self._result = (score, reason or "the game ended")
-        return self._result
+            two_player = self._metadata["game"] in TWO_PLAYER
+            self._results, self._outcomes = [], []
+            for seat in range(2 if two_player else 1):
+                value = rewards.get(seat, 0.0) if isinstance(rewards, dict) else 0.0
+                value = float(value) if isinstance(value, (int, float)) else 0.0
+                outcome = ""
+                if two_player and not (isinstance(rewards, dict) and seat in rewards):
+                    outcome = "unfinished"
+                elif two_player:
+                    outcome = "win" if value > 0 else "loss" if value < 0 else "draw"
+                    value = (value + 1.0) / 2.0
+                reason = str((info or {}).get(seat, {}).get("reason", "")) if isinstance(info, dict) else ""
+                if not reason and self._limit is not None and self._steps >= self._limit:
+                    reason = f"no turns left ({self._limit})"
+                self._results.append((min(max(value, 0.0), 1.0), reason or "the game ended"))
+                self._outcomes.append(outcome)
+            if two_player and not self._selfplay:
+                self._metadata["outcome"] = self._outcomes[self._seat]
+        return self._results

@@ -9,8 +9,8 @@ the task's seed, so a task replays the same opponent.
 its seat sees it, one chat for the whole game (the game's messages as user turns, its moves as
 assistant turns); its reply is the move. It plays every game, the free-text ones too.
 
-The policy plays the other seat; the policy against itself (self-play, both seats trained) needs
-multi-seat episodes in the core contract (issue 39).
+The policy plays the other seat. `self` is no opponent inside the env: the policy plays both seats
+(self-play, a multi-seat episode: env.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import random
 import re
 from typing import Any
 
-OPPONENTS = ("random", "llm")
+OPPONENTS = ("random", "llm", "self")
 _OFFERED = re.compile(r"'(\[[^\]']{1,40}\])'")
 
 

@@ -1,7 +1,8 @@
 """The `textarena_tasks` source: seeded games of one TextArena game, from one split's seed range.
 
 Task `i` is `textarena-{game}-{split}-{i}`, seed `base(split) + i` (seeds.py); its metadata names the
-game, difficulty and seed, so the task replays its exact game on any env instance.
+game, difficulty and seed, so the task replays its exact game on any env instance (and its `opponent`,
+when the source sets one: it wins over the env's).
 """
 
 from __future__ import annotations
@@ -23,4 +24,5 @@ class TextArenaTasks:
         base = SPLITS.index(config.split) * SPLIT_SIZE
         for index in range(config.start, config.start + config.count):
             yield Task(task_id=task_id(config.game, config.split, index), env="textarena",
-                       metadata={"game": config.game, "difficulty": config.difficulty, "seed": base + index})
+                       metadata={"game": config.game, "difficulty": config.difficulty, "seed": base + index,
+                                 **({} if config.opponent is None else {"opponent": config.opponent})})

@@ -46,3 +46,24 @@ def test_a_two_player_game_reports_the_policys_win_draw_and_loss_rates(run_spec:
     records = [json.loads(x) for x in (run.run_dir / "episodes.jsonl").read_text().splitlines()]
     assert {r["details"]["seat"] for r in records if r["split"] == "train"} <= {0, 1}  # the viewer shows the seat
 
+
+
+SELFPLAY = EXAMPLE.with_name("selfplay_tictactoe.yaml")
+
+
+@pytest.mark.beyondagent_plugins("textarena", "torch", "mixers", "envservice", "advantages")
+def test_the_selfplay_example_trains_both_seats_behind_an_env_service(run_spec: Any,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # the seats' turns, `seat` in each step's info and `seat_rewards()` cross the service's HTTP API
+    monkeypatch.setenv("BEYONDAGENT_PLUGINS", "textarena")
+    run = run_spec(SELFPLAY, *ONE_STEP, "tasks.val.count=2", "env.service=launch", "run.name=selfplay")
+    records = [json.loads(x) for x in (run.run_dir / "episodes.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    assert len(train) == 2 * 2 * 2 and all(r["error"] is None for r in train)  # tasks x group x seats
+    for game in range(4):
+        zero, one = sorted((r for r in train if r["index"] // 2 == game), key=lambda r: r["seat"])
+        assert (zero["seat"], one["seat"]) == (0, 1) and zero["details"]["opponent"] == "self"
+        outcomes = {zero["details"]["outcome"], one["details"]["outcome"]}
+        assert outcomes in ({"win", "loss"}, {"draw"}, {"unfinished"})  # the seats' rewards are one game's
+    val = [r for r in records if r["split"] == "val"]
+    assert val and all(r["seat"] is None and r["details"]["opponent"] == "random" for r in val)

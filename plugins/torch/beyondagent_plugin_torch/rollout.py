@@ -6,7 +6,9 @@ episodes) and shares the ChatScheduler, which batches their turns. An episode of
 workflow may come back as several samples (its gateway calls did not all extend one another:
 `beyondagent_plugin_gateway.samples`); they share the episode's reward and group. An episode
 with a guide (`beyondagent_core.runtime.guidance.Guide`) is shown experiences or starts from a
-stored prefix; the turns it replayed are recorded in its trajectory's `prefix_turns` metric.
+stored prefix; the turns it replayed are recorded in its trajectory's `prefix_turns` metric. An
+episode with several seats (a game the policy plays against itself: `beyondagent_core.runtime.seats`)
+comes back as one Episode per seat, each from its own PolicyChat, in seat order after one another.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -37,6 +40,13 @@ class Episode:
     off_policy: bool = False  # trained on tokens other than those it saw (a stripped guided episode)
     more_samples: list[TokenSequence] = attrs.Factory(list)  # a split gateway episode's other samples
     policy_version: int = 0  # updates the policy had taken when it generated this episode (async_rollout.py)
+    seat: int | None = None  # the seat it played in a multi-seat episode (its trajectory's)
+
+    @property
+    def baseline_group(self) -> object:
+        """The group its advantage is measured against: its GRPO group, per seat in a multi-seat episode
+        (seat 0 and seat 1 of a game are different roles: each is compared with the same seat's games)."""
+        return self.group if self.seat is None else (self.group, self.seat)
 
     @property
     def samples(self) -> list[TokenSequence]:
@@ -77,22 +87,38 @@ async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, sc
     """
     slots = asyncio.Semaphore(max_concurrency)
 
-    async def one(index: int, group: int, task: Task) -> Episode:
+    async def one(index: int, group: int, task: Task) -> list[Episode]:
+        guide = guides[index] if guides is not None else None
+        chats: dict[int, PolicyChat] = {}
+        llms: dict[int, Any] = {}
+
+        def seat_llm(seat: int) -> Any:
+            """Seat `seat`'s chat: its own sequence and generator (seat 0's seed is a one-seat episode's)."""
+            if seat not in llms:
+                parts = (index,) if seat == 0 else (index, "seat", seat)
+                chats[seat] = PolicyChat(scheduler, template, sampling, episode=index,
+                                         max_episode_tokens=max_episode_tokens, seed=episode_seed(*seed, *parts))
+                llms[seat] = wrapped(chats[seat], guide)
+            return llms[seat]
+
         async with slots:
-            chat = PolicyChat(scheduler, template, sampling, episode=index, max_episode_tokens=max_episode_tokens,
-                              seed=episode_seed(*seed, index))
-            guide = guides[index] if guides is not None else None
-            llm = wrapped(chat, guide)
             try:
                 with scheduler.episode():
-                    trajectory = await runner.run(task, llm)
+                    trajectories = await runner.run_seats(task, seat_llm)
             finally:
-                chat.close()
+                for chat in chats.values():
+                    chat.close()
+        episodes = []
+        for trajectory in trajectories:
+            seat = trajectory.seat or 0
+            llm = llms.get(seat)
             prefixed = llm.replayed if isinstance(llm, PrefixLLM) else 0  # fewer if the env ended first
             if prefixed:
                 trajectory.metrics["prefix_turns"] = prefixed
-            first, *more = chat.samples
-            return Episode(group=group, trajectory=trajectory, sequence=first,
-                           guided=guide is not None and guide.guided, prefixed=prefixed, more_samples=more)
+            first, *more = chats[seat].samples if seat in chats else [TokenSequence(template)]
+            episodes.append(Episode(group=group, trajectory=trajectory, sequence=first, seat=trajectory.seat,
+                                    guided=guide is not None and guide.guided, prefixed=prefixed, more_samples=more))
+        return episodes
 
-    return list(await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs))))
+    done = await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs)))
+    return [episode for episodes in done for episode in episodes]

@@ -33,6 +33,8 @@ from beyondagent_core.advantages import (
     AdvantageBatch,
     AdvantageError,
     estimate_finished,
+    estimator_state,
+    restore_estimator,
     scored_episode,
     uses_critic,
 )
@@ -72,6 +74,7 @@ from beyondagent_plugin_torch.checkpoint import (
     save_checkpoint,
 )
 from beyondagent_plugin_torch.critic import CRITIC_DIR, Critic, explained_variance, load_value_model
+
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm, overlong_max_len
 from beyondagent_plugin_torch.generation import Sampling
 from beyondagent_plugin_torch.slots import make_scheduler
@@ -116,6 +119,7 @@ log = get_logger("beyondagent.torch")
 
 GAME_OUTCOMES = ("win", "draw", "loss", "unfinished")  # against an opponent: outcome_metrics
 # What a fresh run moves aside when its run directory holds an earlier training.
+ESTIMATOR_FILE = "estimator.json"  # in a checkpoint's step directory: the estimator's state (rae's baselines)
 TRAINING_OUTPUTS = ("checkpoints", "metrics.jsonl", "samples.jsonl", "episode_errors.jsonl", "report.html",
                     "tensorboard", EPISODES_FILE)
 
@@ -559,7 +563,7 @@ class Trainer:
             if not algo.dynamic_sampling:
                 return generated, generated, self.overlong_metrics(generated)
             for group in group_episodes(episodes):
-                (flat if len(finished_scores(group)) <= 1 else informative).append(group)
+                (flat if is_flat(group) else informative).append(group)
             if len(informative) >= len(tasks) or batches >= algo.max_gen_batches:
                 break
         kept = informative[:len(tasks)]
@@ -665,7 +669,7 @@ class Trainer:
         statistics and gets 0 (`estimate_finished`). `values`: the critic's, per episode."""
         values = values or [None] * len(episodes)
         batch = AdvantageBatch(
-            episodes=tuple(scored_episode(e.group, e.trajectory, *joined_view(e.samples)[:2], trainable=e.trainable,
+            episodes=tuple(scored_episode(e.baseline_group, e.trajectory, *joined_view(e.samples)[:2], trainable=e.trainable,
                                           values=value) for e, value in zip(episodes, values)),
             step=step, total_steps=self.total_steps, norm_by_std=self.algorithm.norm_adv_by_std)
         who = f"advantage estimator {self.estimator_name!r} (backend.advantage)"
@@ -756,7 +760,7 @@ class Trainer:
         """
         groups: dict[Any, list[Episode]] = {}
         for episode in episodes:
-            groups.setdefault(episode.group, []).append(episode)
+            groups.setdefault(episode.baseline_group, []).append(episode)
         if self.critic is not None:  # the critic is the baseline: an all-equal group still has advantages
             return 0.0
         flat = sum(1 for group in groups.values() if len(finished_scores(group)) <= 1)
@@ -811,12 +815,18 @@ class Trainer:
         metrics_log.write_episodes(records)
 
     def save(self, step: int) -> None:
-        critic = self.critic
         path = save_checkpoint(self.run.run_dir, step, model=self.model, tokenizer=self.tokenizer,
                                optimizer=self.optimizer, scheduler=self.lr_schedule, spec=self.spec_snapshot,
-                               keep=self.config.keep_checkpoints,
-                               extra=None if critic is None else lambda staging: critic.save(staging / CRITIC_DIR))
+                               keep=self.config.keep_checkpoints, extra=self.save_extras)
         log.info("train.checkpoint_saved", step=step, path=str(path))
+
+    def save_extras(self, staging: Path) -> None:
+        """What a checkpoint holds besides the policy: the critic, the estimator's state across steps."""
+        if self.critic is not None:
+            self.critic.save(staging / CRITIC_DIR)
+        state = estimator_state(self.estimator)
+        if state is not None:
+            (staging / ESTIMATOR_FILE).write_text(json.dumps(state, indent=1) + "\n")
 
     def write_report(self) -> Path | None:
         from beyondagent_core.reports import write_run_report
@@ -892,6 +902,12 @@ class Trainer:
         load_training_state(checkpoint, optimizer=self.optimizer, scheduler=self.lr_schedule)
         if self.critic is not None:
             self.critic.load(checkpoint.path / CRITIC_DIR, model_from=self._saved_value_model)
+        saved_state = checkpoint.path / ESTIMATOR_FILE
+        try:
+            restore_estimator(self.estimator, json.loads(saved_state.read_text()) if saved_state.exists() else None,
+                              who=f"advantage estimator {self.estimator_name!r} (backend.advantage)")
+        except ValueError as exc:  # a bad JSON file too
+            raise RunError(f"cannot resume from {checkpoint.path}: {exc}", where=str(saved_state)) from exc
 
     def _resume_or_start_fresh(self) -> int:
         run_dir = self.run.run_dir
@@ -980,12 +996,19 @@ def describe_validation(spec: Spec, config: TorchConfig) -> str:
             "tasks.val: null turns validation off")
 
 
-def group_episodes(episodes: list[Episode]) -> list[list[Episode]]:
-    """`episodes` by GRPO group, in the order the groups first appear."""
+def group_episodes(episodes: list[Episode], *, per_seat: bool = False) -> list[list[Episode]]:
+    """`episodes` by GRPO group (a task's rollouts), in the order the groups first appear; `per_seat`: by
+    the group each is measured against (`Episode.baseline_group`: a multi-seat episode's seats apart)."""
     groups: dict[Any, list[Episode]] = {}
     for episode in episodes:
-        groups.setdefault(episode.group, []).append(episode)
+        groups.setdefault(episode.baseline_group if per_seat else episode.group, []).append(episode)
     return list(groups.values())
+
+
+def is_flat(group: list[Episode]) -> bool:
+    """Whether a task's group has no signal: in each of its baseline groups (one, or one per seat), the
+    finished episodes all score the same (or fewer than two finished)."""
+    return all(len(finished_scores(part)) <= 1 for part in group_episodes(group, per_seat=True))
 
 
 def read_episode_records(run_dir: Path) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Small envs for the torch backend's tests, the plugin that registers them, and a spec builder.
 
 The envs are real `Env` implementations (no doubles): a one-turn "say a word from this set"
-game whose reward a tiny random model can learn, and a counting game for multi-turn runs.
+game whose reward a tiny random model can learn, and a counting game for multi-turn runs, and a
+two-seat duel of that word game (a multi-seat episode the policy plays on both sides).
 """
 
 from __future__ import annotations
@@ -75,6 +76,51 @@ class LoggedWordGame(WordGame):
         return result
 
 
+@attrs.define
+class WordDuelConfig:
+    moves: int = 2  # each seat's
+
+
+class WordDuel:
+    """A two-seat game (`beyondagent_core.runtime.seats`): the seats take turns, `moves` each; the seat
+    whose replies name more of TARGET_WORDS wins (1), an equal count draws (0.5 each). Each seat sees the
+    other's last reply."""
+
+    def __init__(self, config: WordDuelConfig):
+        self.moves = config.moves
+        self.hits = [0, 0]
+        self.taken = [0, 0]
+        self.seat = 0
+
+    def reset(self, task: Task) -> EnvReset:
+        self.hits, self.taken, self.seat = [0, 0], [0, 0], 0
+        return EnvReset(messages=[{"role": "system", "content": "Answer with one direction word."},
+                                  {"role": "user", "content": f"You are seat 0. {task.query or 'Which way?'}"}],
+                        info={"seats": 2, "seat": 0})
+
+    def step(self, action: dict[str, Any]) -> EnvStep:
+        mover, other = self.seat, 1 - self.seat
+        self.taken[mover] += 1
+        self.hits[mover] += int(any(word in action["content"].lower() for word in TARGET_WORDS))
+        done = min(self.taken) >= self.moves
+        opening = "" if self.taken[other] else f"You are seat {other}. Which way? "
+        self.seat = other
+        return EnvStep(observation=[{"role": "user", "content": f"{opening}Seat {mover} said: {action['content']}"}],
+                       reward=0.0, terminated=done, info={} if done else {"seat": other})
+
+    def seat_rewards(self) -> list[dict[str, Any]]:
+        mine, theirs = self.hits
+        scores = (1.0, 0.0) if mine > theirs else (0.0, 1.0) if theirs > mine else (0.5, 0.5)
+        return [Reward(score=score, success=score == 1.0, reason=f"{self.hits[seat]} of {self.taken[seat]} moves",
+                       details={"seat": seat}).to_dict() for seat, score in enumerate(scores)]
+
+    def evaluate(self) -> Reward:
+        return Reward.from_dict(self.seat_rewards()[0])
+
+    def close(self) -> None:
+        pass
+
+
 class EnvsForTests:
     @hookimpl
     def beyondagent_envs(self) -> list[EnvSpec]:
@@ -82,6 +128,7 @@ class EnvsForTests:
             EnvSpec(name="word_game", factory=WordGame, config_cls=WordGameConfig),
             EnvSpec(name="broken_observation", factory=BrokenObservation, config_cls=WordGameConfig),
             EnvSpec(name="logged_word_game", factory=LoggedWordGame, config_cls=WordGameConfig),
+            EnvSpec(name="word_duel", factory=WordDuel, config_cls=WordDuelConfig),
         ]
 
 

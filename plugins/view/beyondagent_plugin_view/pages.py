@@ -126,7 +126,8 @@ def episode_page(run: Any, row: dict[str, Any], record: dict[str, Any], tokens: 
                                                    "reason", "terminated", "error")}
     ep.update(query=clip(record.get("query"), MAX_TURN_CHARS), group=clip(group), group_href=group_href,
               score=number(record.get("score"), ".3f"), success=bool(record.get("success")),
-              guided=bool(record.get("guided")), off_policy=bool(record.get("off_policy")), advantage=advantage)
+              guided=bool(record.get("guided")), off_policy=bool(record.get("off_policy")), advantage=advantage,
+              seat=seat_of(record))
     colours = [("mask", "loss mask"), ("logprob", "log-prob heat map")] + ([("advantage", "advantage")]
                                                                             if advantages else [])
     shown = _turns(record)
@@ -139,6 +140,12 @@ def episode_page(run: Any, row: dict[str, Any], record: dict[str, Any], tokens: 
                   box=token_box(tokens, row["tokens"], sample_starts=starts), colours=colours,
                   turns=shown[:MAX_TURNS_SHOWN],
                   hidden_turns=max(0, len(shown) - MAX_TURNS_SHOWN), details=details)
+
+
+def seat_of(record: dict[str, Any]) -> int | None:
+    """The seat a multi-seat episode's record played (None: a one-seat episode, or not a seat number)."""
+    seat = record.get("seat")
+    return seat if type(seat) is int and seat >= 0 else None
 
 
 def _turns(record: dict[str, Any], *, only_model: bool = False) -> list[dict[str, Any]]:
@@ -230,6 +237,7 @@ def group_page(run: Any, step: int, split: str, group: str,
     for row, record, tokens, start in items:
         cards.append({**row, "link": f"{run.base}/episode/{row['id']}", "score": number(row["score"], ".3f"),
                       "task_id": clip(row["task_id"]), "turns_shown": _turns(record, only_model=True),
+                      "seat": seat_of(record),
                       "box": token_box(tokens, row["tokens"] or 0, start=start)})
     return render("group.html", title=f"{run.name}: group {clip(group)}", run=run, runs=runs, step=step,
                   split=clip(split), group=clip(group), cards=cards, more=more,

@@ -1,0 +1,95 @@
+"""Self-play on TicTacToe: the policy's win rate against a random player over training.
+
+    python benchmarks/selfplay_curve.py                              # tiny, the example as it is
+    python benchmarks/selfplay_curve.py --profile smollm2 --steps 40
+    python benchmarks/selfplay_curve.py --run-dir runs/selfplay_tictactoe_smollm2   # plot a finished run
+
+The run is examples/selfplay_tictactoe.yaml (`env.opponent: self`: the policy plays both seats and both
+are trained, `rae` advantages), in a fresh child process, or the run directory given. At every
+validation (`backend.eval_every`) the policy plays the val games against the random opponent (greedy),
+and the curve is its win, draw and loss rates; the training side is each seat's mean reward in
+self-play (zero-sum: they sum to about 1, less what games cut short lose). A PNG (`--out`) and the last
+line `selfplay_val_win_rate: <first> -> <last> (<gain>)`, the peer being the same policy before training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "selfplay_tictactoe.yaml"
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def seat_rewards(run_dir: Path) -> dict[int, dict[int, float]]:
+    """step -> seat -> mean reward of the seat's training episodes (episodes.jsonl, what was kept)."""
+    found: dict[int, dict[int, list[float]]] = {}
+    path = run_dir / "episodes.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        record = json.loads(line)
+        if record.get("split") == "train" and record.get("seat") is not None and record.get("score") is not None:
+            found.setdefault(record["step"], {}).setdefault(record["seat"], []).append(record["score"])
+    return {step: {seat: sum(v) / len(v) for seat, v in seats.items()} for step, seats in found.items()}
+
+
+def plot(run_dir: Path, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    val = [r for r in rows(run_dir) if "val/win_rate" in r]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, colour in (("win", "tab:green"), ("draw", "tab:grey"), ("loss", "tab:red")):
+        left.plot([r["step"] for r in val], [r[f"val/{name}_rate"] for r in val], marker="o", color=colour,
+                  label=f"{name} rate")
+    left.set(title="greedy policy vs a random player (val games)", xlabel="training step", ylim=(-0.02, 1.02))
+    left.legend()
+    seats = seat_rewards(run_dir)
+    for seat in (0, 1):
+        steps = sorted(step for step in seats if seat in seats[step])
+        right.plot(steps, [seats[s][seat] for s in steps], label=f"seat {seat}", alpha=0.8)
+    right.set(title="self-play: each seat's mean reward (training)", xlabel="training step", ylim=(-0.02, 1.02))
+    right.legend()
+    figure.suptitle(run_dir.name)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", type=Path, help="plot this finished run instead of running one")
+    parser.add_argument("--profile", default=None, help="the example's profile (smollm2: the real model)")
+    parser.add_argument("--steps", type=int, default=None, help="backend.total_steps (default: the spec's)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--output-dir", type=Path, default=Path("runs"))
+    parser.add_argument("--out", type=Path, default=Path("selfplay_curve.png"))
+    args = parser.parse_args()
+    run_dir = args.run_dir
+    if run_dir is None:
+        overrides = [f"backend.device={args.device}", f"run.output_dir={args.output_dir}", "logging.episodes=all"]
+        overrides += [f"backend.total_steps={args.steps}"] if args.steps else []
+        command = [sys.executable, "-m", "beyondagent_core.cli", "run", str(SPEC), *overrides]
+        command += ["--profile", args.profile] if args.profile else []
+        subprocess.run(command, check=True)
+        name = "selfplay_tictactoe" + (f"_{args.profile}" if args.profile else "")
+        run_dir = args.output_dir / name
+    plot(run_dir, args.out)
+    val = [r for r in rows(run_dir) if "val/win_rate" in r]
+    print(f"val games against the random player, step: win / draw / loss ({run_dir})")
+    for r in val:
+        print(f"  {r['step']:>4}: {r['val/win_rate']:.3f} / {r['val/draw_rate']:.3f} / {r['val/loss_rate']:.3f}")
+    print(f"figure: {args.out}")
+    first, last = val[0]["val/win_rate"], val[-1]["val/win_rate"]
+    print(f"selfplay_val_win_rate: {first:.3f} -> {last:.3f} ({last - first:+.3f})")
+
+
+if __name__ == "__main__":
+    main()

@@ -165,3 +165,37 @@ def test_against_an_opponent_the_eval_reports_win_draw_and_loss(openai_server: A
     summary = json.loads((tmp_path / "eval" / "eval.json").read_text())["summary"]
     assert summary["win_rate"] + summary["draw_rate"] + summary["loss_rate"] == pytest.approx(1.0)
     assert summary["win_rate"] == summary["pass@1"] and summary["draw_rate"] == 0.0  # Nim has no draw
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("beyondagent_plugin_textarena"),
+                    reason="needs beyondagent-plugin-textarena")
+def test_a_self_play_eval_reports_each_seat(openai_server: Any, tmp_path: Path) -> None:
+    """Nim in self-play (`env.opponent: self`): the endpoint plays both seats of each game, a line of
+    episodes.jsonl holds the game's two seats, and the eval reports each seat's win rate (the two add up
+    to 1: one game, one winner) besides the headline over both."""
+    def take_one(body: dict[str, Any]) -> str:
+        import re
+
+        board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
+        sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
+        return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
+
+    openai_server.responder = take_one
+    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch,advantages"}
+    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    command = [sys.executable, "-m", "beyondagent_core.cli", "eval", str(ROOT / "examples" / "selfplay_tictactoe.yaml"),
+               f"run.output_dir={tmp_path / 'runs'}", "tasks.val.game=nim", "tasks.val.opponent=null",
+               "tasks.val.count=3", "workflow.max_turns=20", "--model", "policy", "--base-url",
+               openai_server.base_url, "--k", "2", "--out", str(tmp_path / "eval")]
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "by seat" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    seats = result["by_seat"]
+    assert set(seats) == {"seat 0", "seat 1"} and result["summary"]["episodes"] == 3 * 2 * 2
+    assert seats["seat 0"]["win_rate"] + seats["seat 1"]["win_rate"] == pytest.approx(1.0)
+    lines = (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and all(len(json.loads(line)["other_seats"]) == 1 for line in lines)
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and json.loads((tmp_path / "eval" / "eval.json").read_text())["by_seat"] == seats
+    assert len((tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()) == 6  # resumed: nothing re-run

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import sys
+import threading
 from typing import Any
 
 from beyondagent_core.logs import get_logger
@@ -19,12 +21,22 @@ from beyondagent_plugin_textarena.config import GAMES, TWO_PLAYER, check_game
 log = get_logger("beyondagent.textarena")
 
 
+_IMPORT = threading.Lock()
+
+
 @functools.cache
 def textarena() -> Any:
-    """The `textarena` module, imported once, its import's output logged at debug level."""
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        import textarena
+    """The `textarena` module, imported once, its import's output logged at debug level.
+
+    Under a lock: envs reset in several threads at once, and `redirect_stdout` swaps the process's
+    `sys.stdout`; two first calls at once would each restore what the other set, leaving the run's
+    stdout (its logs, progress bars, eval tables) going into a buffer nobody reads."""
+    with _IMPORT:
+        if "textarena" in sys.modules:
+            return sys.modules["textarena"]
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            import textarena
     if printed.getvalue().strip():
         log.debug("textarena.import_output", output=printed.getvalue().strip()[:2000])
     return textarena

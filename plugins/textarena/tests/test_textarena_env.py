@@ -142,3 +142,18 @@ def test_task_ids_of_a_split_are_the_sources_tasks() -> None:
     assert env.task_ids("test") == [task.task_id for task in source] == [f"textarena-sudoku-test-{i}" for i in range(4)]
     with pytest.raises(ValueError, match="split must be one of train, val, test"):
         env.task_ids("dev")
+
+
+def test_games_first_made_in_several_threads_at_once_leave_stdout_alone() -> None:
+    # the first import of textarena swaps sys.stdout to catch what it prints; envs reset in threads, and
+    # two first imports at once once left the process's stdout (logs, progress, eval tables) in a buffer
+    import subprocess
+    import sys
+
+    child = ("import sys, threading\n"
+             "from beyondagent_plugin_textarena import games\n"
+             "threads = [threading.Thread(target=games.textarena) for _ in range(6)]\n"
+             "[t.start() for t in threads]; [t.join() for t in threads]\n"
+             "print('stdout is the terminal' if sys.stdout is sys.__stdout__ else 'stdout lost')\n")
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "stdout is the terminal", done.stdout + done.stderr

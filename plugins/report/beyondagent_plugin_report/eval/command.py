@@ -115,15 +115,19 @@ def print_summary(result: dict[str, Any]) -> None:
                       f"[{low_high[0]:.3f}, {low_high[1]:.3f}]" if low_high else "")
     console = Console()
     console.print(table)
-    groups = result.get("by_group") or {}
-    if groups:  # tasks with metadata["eval_group"] (BFCL: its category)
-        avg = f"avg@{result['settings']['k']}"
-        by_group = Table(title="by group (task metadata eval_group)")
-        for column in ("group", "tasks", "pass@1", avg):
-            by_group.add_column(column, justify="left" if column == "group" else "right")
-        for group, numbers in groups.items():
-            by_group.add_row(group, str(numbers.get("tasks", 0)), f"{numbers.get('pass@1', 0.0):.3f}",
-                             f"{numbers.get(avg, 0.0):.3f}")
-        console.print(by_group)
+    avg = f"avg@{result['settings']['k']}"
+    for key, title in (("by_group", "by group (task metadata eval_group)"),  # BFCL: its category
+                       ("by_seat", "by seat (each side of a multi-seat episode)")):
+        parts = result.get(key) or {}
+        if not parts:
+            continue
+        outcomes = [name for name in ("win_rate", "draw_rate", "loss_rate") if any(name in n for n in parts.values())]
+        table = Table(title=title)
+        for column in (key.removeprefix("by_"), "tasks", "pass@1", avg, *outcomes):
+            table.add_column(column, justify="right" if column != key.removeprefix("by_") else "left")
+        for part, numbers in parts.items():
+            table.add_row(part, str(numbers.get("tasks", 0)),
+                          *(f"{numbers.get(name, 0.0):.3f}" for name in ("pass@1", avg, *outcomes)))
+        console.print(table)
     console.print(f"wrote {result['out']}/eval.json and eval.html")
     print(json.dumps({key: value for key, value in summary.items() if not key.endswith("_ci95")}))

@@ -26,7 +26,7 @@ import attrs
 from beyondagent_core.context import RunContext, RunInfo
 from beyondagent_core.errors import BeyondAgentError, RunError, SpecError
 from beyondagent_plugin_report.eval.settings import EvalSettings
-from beyondagent_plugin_report.eval.stats import Sample, by_group, by_origin, summarize, task_row
+from beyondagent_plugin_report.eval.stats import Sample, by_group, by_origin, by_seat, summarize, task_row
 from beyondagent_core.jsonl import BadRecords, append_jsonl, cut_torn_tail
 from beyondagent_core.llm import LLMConfig, LLMError, OpenAIChat
 from beyondagent_core.logs import get_logger
@@ -152,20 +152,22 @@ def load_split(session: Session, split: str, limit: int | None) -> list[Task]:
     return tasks[:limit] if limit else tasks
 
 
-def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], dict[str, Any]]:
+def read_done(path: Path, *, repair: bool = True) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """The samples (not the trajectories: tasks x k of them stay small) of the episodes an earlier,
-    interrupted eval finished; `repair` cuts a torn last line off the file (a dry run only skips
-    it), so the next append starts a line of its own."""
-    done: dict[tuple[str, int], dict[str, Any]] = {}
+    interrupted eval finished, by (task, sample index): one, or one per seat of a multi-seat episode;
+    `repair` cuts a torn last line off the file (a dry run only skips it), so the next append starts
+    a line of its own."""
+    done: dict[tuple[str, int], list[dict[str, Any]]] = {}
     if not path.is_file():
         return done
     if repair and (cut := cut_torn_tail(path)):
         log.warning("eval.torn_line_cut", file=str(path), bytes=cut)
     for line_number, line in enumerate(path.read_bytes().splitlines(), start=1):
         try:
-            sample = json.loads(line)["sample"]
-            done[(sample["task_id"], int(sample["index"]))] = sample
-        except (ValueError, KeyError, TypeError, RecursionError):
+            record = json.loads(line)
+            samples = [record["sample"], *(seat["sample"] for seat in record.get("other_seats") or [])]
+            done[(samples[0]["task_id"], int(samples[0]["index"]))] = [dict(sample) for sample in samples]
+        except (ValueError, KeyError, TypeError, RecursionError, AttributeError):
             log.warning("eval.bad_line_skipped", file=str(path), line=line_number)
     return done
 
@@ -179,7 +181,7 @@ def sample_of(task: Task, index: int, trajectory: Trajectory) -> Sample:
                   score=0.0 if reward is None else float(reward.score),
                   success=bool(reward is not None and reward.success),
                   turns=sum(1 for turn in trajectory.turns if turn.role == "assistant"), error=trajectory.error,
-                  outcome=outcome if isinstance(outcome, str) else None)
+                  outcome=outcome if isinstance(outcome, str) else None, seat=trajectory.seat)
 
 
 @contextlib.contextmanager
@@ -235,11 +237,12 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
     finally:
         context.close()
     records = read_done(episodes_path)
-    samples = [Sample(**records[(task.task_id, index)]) for task in tasks for index in range(settings.k)
-               if (task.task_id, index) in records]
-    if len(samples) < len(tasks) * settings.k:
-        raise RunError(f"{len(tasks) * settings.k - len(samples)} episodes are missing from {episodes_path}",
+    keys = [(task.task_id, index) for task in tasks for index in range(settings.k)]
+    missing = sum(1 for key in keys if key not in records)
+    if missing:
+        raise RunError(f"{missing} episodes are missing from {episodes_path}",
                        hint="run the same command again: the eval resumes")
+    samples = [Sample(**sample) for key in keys for sample in records[key]]
     by_task: dict[str, list[Sample]] = {}
     for sample in samples:
         by_task.setdefault(sample.task_id, []).append(sample)
@@ -248,6 +251,7 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
         "summary": summarize(samples, settings.k, seed=settings.seed),
         "by_origin": by_origin(samples, settings.k, seed=settings.seed),
         "by_group": by_group(samples, settings.k, seed=settings.seed),
+        "by_seat": by_seat(samples, settings.k, seed=settings.seed),
         "tasks": [task_row(task_id, group) for task_id, group in by_task.items()],
         "episodes": str(episodes_path),
     }
@@ -299,9 +303,13 @@ async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSetti
             async def one(job: tuple[Task, int]) -> None:
                 nonlocal successes
                 task, index = job
-                trajectory = await runner.run(task, llm)
-                sample = sample_of(task, index, trajectory)
-                append_jsonl(episodes_path, [{"sample": attrs.asdict(sample), "trajectory": trajectory.to_dict()}])
+                first, *others = await runner.run_seats(task, lambda seat: llm)  # one endpoint plays every seat
+                sample = sample_of(task, index, first)
+                record = {"sample": attrs.asdict(sample), "trajectory": first.to_dict()}
+                if others:  # a multi-seat episode: the other seats' on the same line (one line per episode)
+                    record["other_seats"] = [{"sample": attrs.asdict(sample_of(task, index, t)),
+                                              "trajectory": t.to_dict()} for t in others]
+                append_jsonl(episodes_path, [record])
                 successes += sample.success
                 progress.update(bar, advance=1, info=f"success {successes}")
 

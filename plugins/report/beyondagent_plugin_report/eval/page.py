@@ -41,11 +41,12 @@ def write_page(result: dict[str, Any], path: Path) -> None:
         for origin, summary in result["by_origin"].items():
             parts += [f"<h3>{html.escape(origin)}</h3><table><tr><th>metric</th><th>value</th></tr>",
                       *_headline(summary), "</table>"]
-    if result.get("by_group"):
-        parts.append("<h2>By group</h2>")
-        for group, summary in result["by_group"].items():
-            parts += [f"<h3>{html.escape(group)}</h3><table><tr><th>metric</th><th>value</th></tr>",
-                      *_headline(summary), "</table>"]
+    for key, title in (("by_group", "By group"), ("by_seat", "By seat")):
+        if result.get(key):
+            parts.append(f"<h2>{title}</h2>")
+            for part, summary in result[key].items():
+                parts += [f"<h3>{html.escape(part)}</h3><table><tr><th>metric</th><th>value</th></tr>",
+                          *_headline(summary), "</table>"]
     columns = ("task_id", "origin", "n", "successes", "mean_score", "best_score", "mean_turns", "errors")
     parts.append("<h2>Tasks</h2><table><tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>")
     for row in result["tasks"]:

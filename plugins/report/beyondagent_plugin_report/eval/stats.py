@@ -14,7 +14,8 @@ Per task with n samples, c of them successful and scores s_1..s_n:
 
 `by_group` gives the same numbers per group of tasks, a task's group being its
 `metadata["eval_group"]` (the `bfcl` task source sets it to BFCL's category, so an eval
-reports BFCL's accuracy, pass@1, per category).
+reports BFCL's accuracy, pass@1, per category). In a multi-seat episode (self-play) each seat is a
+sample of its task (the headline mixes both sides of each game) and `by_seat` gives each seat's own.
 
 Confidence intervals are 95% percentile bootstraps over tasks (the unit that was sampled),
 seeded so a report is reproducible. Pure Python: no numpy needed.
@@ -46,6 +47,7 @@ class Sample:
     error: str | None = None
     group: str | None = None  # the task's metadata["eval_group"], when it has one
     outcome: str | None = None  # the reward's details["outcome"] (win, draw, loss), against an opponent
+    seat: int | None = None  # the seat it played in a multi-seat episode (self-play)
 
 
 def pass_at(n: int, c: int, j: int) -> float:
@@ -142,6 +144,16 @@ def by_group(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, d
         if sample.group is not None:
             groups.setdefault(sample.group, []).append(sample)
     return {group: summarize(chosen, k, seed=seed) for group, chosen in sorted(groups.items())}
+
+
+def by_seat(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """`summarize` per seat of multi-seat episodes (`seat 0`, `seat 1`, ...; {} when none has seats): in
+    self-play the headline mixes both sides of each game, each seat's numbers tell them apart."""
+    seats: dict[int, list[Sample]] = {}
+    for sample in samples:
+        if sample.seat is not None:
+            seats.setdefault(sample.seat, []).append(sample)
+    return {f"seat {seat}": summarize(chosen, k, seed=seed) for seat, chosen in sorted(seats.items())}
 
 
 def by_origin(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, dict[str, Any]]:

@@ -28,6 +28,7 @@ which the launcher sets when the spec needs it (`mapping.own_trainer`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import torch
@@ -71,6 +72,10 @@ class BeyondAgentTrainer(PPOTrainerSync):
     def estimator(self) -> Any:
         if self._estimator is None:
             self._estimator = self.runtime().context.advantage_estimator()
+            if hasattr(self._estimator, "state_dict"):  # rae's running baselines
+                logging.getLogger(__name__).warning(
+                    "beyondagent: the advantage estimator keeps state from step to step (backend.advantage); "
+                    "verl's checkpoints do not hold it yet, so a --resume starts it afresh (torch's keep it)")
         return self._estimator
 
     def guidance(self) -> Guidance | None:

@@ -1117,12 +1117,18 @@ def gateway_metrics(episodes: list[Episode]) -> dict[str, float]:
 def outcome_metrics(split: str, episodes: list[Episode]) -> dict[str, float]:
     """Against an opponent (a reward whose details name an `opponent` and the game's `outcome`: the
     two-player textarena games), the share of each outcome, `<split>/win_rate`, `draw_rate`, `loss_rate`
-    (and `unfinished_rate` when a game was cut); nothing for an env without an opponent."""
+    (and `unfinished_rate` when a game was cut), and in self-play each seat's (`<split>/seat0_win_rate`,
+    ...); nothing for an env without an opponent."""
     outcomes = [game_outcome(e.trajectory.reward) for e in episodes]
     if not any(outcomes):
         return {}
     names = dict.fromkeys(("win", "draw", "loss", *sorted({o for o in outcomes if o})))
-    return {f"{split}/{name}_rate": sum(o == name for o in outcomes) / len(outcomes) for name in names}
+    metrics = {f"{split}/{name}_rate": sum(o == name for o in outcomes) / len(outcomes) for name in names}
+    # self-play: both sides of every game are here (the rates above are about even); each seat's own
+    for seat in sorted({e.seat for e in episodes if e.seat is not None}):
+        mine = [o for o, e in zip(outcomes, episodes) if e.seat == seat]
+        metrics.update({f"{split}/seat{seat}_{name}_rate": sum(o == name for o in mine) / len(mine) for name in names})
+    return metrics
 
 
 def game_outcome(reward: Any) -> str | None:

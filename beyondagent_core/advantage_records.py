@@ -32,17 +32,22 @@ def advantage_record(trajectory: Trajectory, spans: Sequence[tuple[int, int]], *
             "outcome": float(reward.score) if reward is not None else 0.0,
             "success": bool(reward is not None and reward.success),
             "failure": failure_of(trajectory, trainable=any(end > start for start, end in kept)),
-            "steps": [[s.start, s.end, s.observation, s.action, s.reward] for s in steps]}
+            "steps": [[s.start, s.end, s.observation, s.action, s.reward] for s in steps],
+            **({} if trajectory.seat is None else {"seat": trajectory.seat})}
 
 
 def scored_from_record(record: dict[str, Any], group: Hashable) -> ScoredEpisode:
-    """The estimator's view of one sample, from its record."""
+    """The estimator's view of one sample, from its record. `group` is the sample's group in the other
+    framework (verl's uid: a task's rollouts); a seat of a multi-seat episode is measured against the same
+    seat's games of the task, `(group, seat)`, as the torch backend does."""
     steps = tuple(Step(start=int(s[0]), end=int(s[1]), observation=str(s[2]), action=str(s[3]),
                        reward=None if s[4] is None else float(s[4])) for s in record["steps"])
     failure = record.get("failure")  # absent from records written before failures left the groups
-    return ScoredEpisode(group=group, task=row_to_task(record["task"], 0), outcome=float(record["outcome"]),
-                         success=bool(record["success"]), length=int(record["length"]), steps=steps,
-                         failure=None if failure is None else str(failure))
+    seat = record.get("seat")
+    return ScoredEpisode(group=group if seat is None else (group, int(seat)), task=row_to_task(record["task"], 0),
+                         outcome=float(record["outcome"]), success=bool(record["success"]),
+                         length=int(record["length"]), steps=steps, failure=None if failure is None else str(failure),
+                         seat=None if seat is None else int(seat))
 
 
 def response_advantages(per_token: Sequence[np.ndarray], records: Sequence[dict[str, Any]],

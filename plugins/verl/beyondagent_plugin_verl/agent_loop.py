@@ -24,6 +24,13 @@ score as `reward_score` (so verl's reward loop has nothing to do). Each episode'
 (`episode_spool`); the launcher merges them. With an advantage estimator other than GRPO the
 output also carries the episode's steps for it (`advantage_records`, read by `sync_trainer`).
 
+An episode with several seats (a game the policy plays against itself: `beyondagent_core.runtime.seats`)
+gives one output per seat, each from its own `VerlChat` with its own reward; verl's transfer queue keeps
+each under its own key, and our estimator measures each seat against the same seat's games of the task
+(the record's `seat`). verl hands every output of a row the last one's `reward_score` (its own
+bookkeeping), so only our estimators, which read each seat's outcome from its record, train it; with
+verl's own (`gae`) such an episode fails with the reason.
+
 With `experience` (guided rollouts, `beyondagent_core.runtime.guidance`) the loop picks, per
 training group, the samples shown the store's lessons and those started from a stored successful
 prefix of their task (`experience.prefix_ratio`) — the same choice the torch backend makes — and
@@ -57,9 +64,10 @@ from beyondagent_core.advantage_records import advantage_record
 from beyondagent_core.advantages import failure_of
 from beyondagent_core.episode_records import EpisodeSampling, PieceCache, episode_record
 from beyondagent_core.runtime.guidance import Guidance, Guide, PrefixLLM, stripped_sequence, trains_stripped, wrapped
+from beyondagent_core.runtime.seats import MultiSeatRefused
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.sources.parquet import row_to_task
-from beyondagent_core.types import Task, Trajectory
+from beyondagent_core.types import Reward, Task, Trajectory
 from beyondagent_plugin_verl import episode_spool
 from beyondagent_plugin_verl.group_gate import GATE, Verdict
 from beyondagent_plugin_verl.mapping import ADVANTAGE_RECORD as RECORD_KEY
@@ -176,12 +184,15 @@ class BeyondAgentLoop(AgentLoopBase):
         place = self.place(worker, row)
         uid = row.get("uid") if worker.gates_failures and place.split == "train" else None
         if uid is None or row.get("session_id") is None:
-            return self.spooled(worker, row, place, *await self.episode(worker, place, sampling_params, row))
+            seats = await self.episode(worker, place, sampling_params, row)
+            outputs = [self.spooled(worker, row, place, *seat) for seat in seats]
+            # a multi-seat episode: one sample per seat (verl's transfer queue keeps each under its own key)
+            return outputs[0] if len(outputs) == 1 else outputs
         # verl's V1 trainer, its own estimator: a failed episode leaves its group (group_gate.py)
         uid = str(uid)
-        try:
-            output, sequence, trajectory, off_policy, episode_id = await self.episode(worker, place, sampling_params,
-                                                                                      row)
+        try:  # (one seat: a multi-seat episode needs our estimators, which gate nothing here: `episode`)
+            ((output, sequence, trajectory, off_policy, episode_id),) = await self.episode(worker, place,
+                                                                                        sampling_params, row)
         except BaseException:
             GATE.report(uid, self.rollout_config.n, place.session, "error", waits=False)  # its siblings wait for it
             raise
@@ -207,23 +218,50 @@ class BeyondAgentLoop(AgentLoopBase):
         return output
 
     async def episode(self, worker: WorkerRuntime, place: Place, sampling_params: dict[str, Any],
-                      row: dict[str, Any]) -> tuple[AgentLoopOutput, TokenSequence, Trajectory, bool, str]:
-        """One episode of the row's task: verl's output, what it trains on, the trajectory, whether it
+                      row: dict[str, Any]) -> list[tuple[AgentLoopOutput, TokenSequence, Trajectory, bool, str]]:
+        """One episode of the row's task: per seat (one, unless the env's episode has several:
+        `beyondagent_core.runtime.seats`), verl's output, what it trains on, the trajectory, whether it
         trains off-policy (stripped of its lessons) and its id."""
         task = task_of(row)
-        chat = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
-                        prompt_length=self.rollout_config.prompt_length,
-                        response_length=self.rollout_config.response_length, max_new_tokens=self.max_new_tokens)
         leaks_before = worker.guidance.leaks_blocked if worker.guidance is not None else 0
         guide = self.guide(worker, task, place)  # synchronous: the counter's change is this sample's
         leaks = worker.guidance.leaks_blocked - leaks_before if worker.guidance is not None else 0
-        lessons = list(guide.experiences) if guide is not None else []
-        llm = wrapped(chat, guide)
+        chats: dict[int, VerlChat] = {}
+        llms: dict[int, Any] = {}
+
+        def seat_llm(seat: int) -> Any:
+            """Seat `seat`'s chat: its own token sequence and request id."""
+            if seat not in llms:
+                chats[seat] = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
+                                       prompt_length=self.rollout_config.prompt_length,
+                                       response_length=self.rollout_config.response_length,
+                                       max_new_tokens=self.max_new_tokens)
+                llms[seat] = wrapped(chats[seat], guide)
+            return llms[seat]
+
         started = time.perf_counter()
         try:
-            trajectory = await worker.runner.run(task, llm)
+            trajectories = await worker.runner.run_seats(task, seat_llm)
         finally:
-            chat.close()
+            for chat in chats.values():
+                chat.close()
+        if len(trajectories) > 1 and not worker.records_steps:  # verl would give every seat the last one's reward
+            error = (f"{MultiSeatRefused.__name__}: a multi-seat episode trains on verl with our advantage estimators "
+                     "only (backend.advantage: grpo, rae, ...), not verl's own (gae)")
+            trajectories = [Trajectory(task=task, error=error, reward=Reward(0.0, reason=error))]
+        seconds = time.perf_counter() - started
+        if 0 not in chats:  # failed before its first prompt: seat 0's chat, empty
+            seat_llm(0)
+            chats[0].close()
+        return [self.seat_output(worker, place, task, trajectory, chats[trajectory.seat or 0],
+                                 llms[trajectory.seat or 0], guide, leaks, seconds=seconds)
+                for trajectory in trajectories]
+
+    def seat_output(self, worker: WorkerRuntime, place: Place, task: Task, trajectory: Trajectory, chat: VerlChat,
+                    llm: Any, guide: Guide | None, leaks: int, *, seconds: float
+                    ) -> tuple[AgentLoopOutput, TokenSequence, Trajectory, bool, str]:
+        """The output of one seat's trajectory (the episode's only one, for a one-seat env)."""
+        lessons = list(guide.experiences) if guide is not None else []
         prefixed = llm.replayed if isinstance(llm, PrefixLLM) else 0  # fewer if the env ended first
         if prefixed:
             trajectory.metrics["prefix_turns"] = prefixed
@@ -243,7 +281,7 @@ class BeyondAgentLoop(AgentLoopBase):
         # the weights version of an episode that never generated (it failed first): the ones this step
         # was generated with, one step behind in verl's synchronous trainer
         step = place.step
-        output = self.output(sequence, trajectory, seconds=time.perf_counter() - started,
+        output = self.output(sequence, trajectory, seconds=seconds,
                              versions=chat.weight_versions(max(step - 1, 0) if step is not None else 0))
         if worker.records_steps:
             output.extra_fields[RECORD_KEY] = {

@@ -68,3 +68,14 @@ def test_a_span_starting_where_verls_response_ends_makes_no_step() -> None:
     record = advantage_record(episode(3, 1.0, "Action: down"), [(10, 13), (15, 18)], prompt_length=10,
                               response_length=5)
     assert [step[:2] for step in record["steps"]] == [[10, 13]]
+
+
+def test_a_seat_of_a_multi_seat_episode_is_grouped_with_the_same_seats_games() -> None:
+    import attrs
+
+    trajectory = attrs.evolve(episode(3, 1.0, "Action: down"), seat=1)
+    record = advantage_record(trajectory, SPANS, prompt_length=10, response_length=10)
+    assert record["seat"] == 1 and "seat" not in advantage_record(episode(3, 1.0, "x"), SPANS, prompt_length=10,
+                                                                  response_length=10)
+    scored = scored_from_record(record, "uid-1")
+    assert scored == scored_episode(("uid-1", 1), trajectory, SPANS, 20) and scored.seat == 1

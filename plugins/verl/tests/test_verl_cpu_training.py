@@ -267,6 +267,40 @@ def test_a_plain_openai_agent_trains_inside_verl_through_the_gateway(verl_venv: 
           f"{line['gateway/calls_per_episode']:.1f} calls an episode")
 
 
+def test_both_seats_of_a_self_play_game_train_inside_verl(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    """examples/selfplay_tictactoe.yaml on the verl backend (CPU), on SimpleNegotiation (free text: any reply
+    of the untrained model is a move, so both seats play): each game gives verl one sample per seat, each
+    its own tokens and reward, and `rae` measures each seat against its own baseline."""
+    data = yaml.safe_load((ROOT / "examples" / "selfplay_tictactoe.yaml").read_text())
+    data["run"]["output_dir"] = str(tmp_path / "runs")
+    data["tasks"]["train"].update({"game": "simplenegotiation", "count": 4})
+    data["tasks"].pop("val")
+    data["env"]["max_steps"] = 4  # two moves a seat
+    data["workflow"]["max_turns"] = 2
+    data["algorithm"].update({"group_size": 2, "entropy_coeff": 0.01})
+    data["logging"] = {"episodes": "all"}
+    data["backend"] = {"name": "verl", "device": "cpu", "total_steps": 1, "batch_size": 2, "lr": 0.01,
+                       "max_new_tokens": 4, "max_prompt_tokens": 1024, "max_response_tokens": 512,
+                       "micro_batch_size": 2, "save_every": 0, "timeout_s": 900,
+                       "advantage": {"name": "rae", "decay": 0.9}}
+    data.pop("profiles")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    seconds = run(str(spec))
+    run_dir = tmp_path / "runs" / "selfplay_tictactoe"
+    line = steps(run_dir)[1]
+    assert line["actor/grad_norm"] > 0
+    assert "advantage/baseline/simplenegotiation/seat0" in line and "advantage/baseline/simplenegotiation/seat1" in line
+    records = [json.loads(x) for x in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 2 * 2 * 2 and all(record["error"] is None for record in records)  # tasks x group x seats
+    assert sorted(record["seat"] for record in records) == [0] * 4 + [1] * 4
+    for record in records:  # each seat trained on its own model tokens, its own view of the game first
+        trained = [row for row in expand_tokens(record) if row["mask"]]
+        assert trained and all(row["logprob"] is not None for row in trained)
+        assert f"Player {record['seat']}" in record["turns"][0]["content"]
+    print(f"\nself-play on verl (CPU): 1 step in {seconds:.0f} s")
+
+
 TAXI_TASK = ('<task>{"query": "Move the taxi one row north (judge: yes).", "confidence": 0.9, '
              '"action_sequence": ["north"]}</task>')
 

@@ -148,7 +148,7 @@ def check_agent_loop() -> None:
                                                                              success=not error), error=error)
         output = AgentLoopOutput(prompt_ids=[1], response_ids=[5, 6], response_mask=[1, 1], metrics=AgentLoopMetrics(),
                                  extra_fields={"beyondagent": {"error": error}})
-        return output, None, trajectory, False, f"{row['uid']}-{row['session_id']}"
+        return [(output, None, trajectory, False, f"{row['uid']}-{row['session_id']}")]  # one seat
 
     loop = agent_loop.BeyondAgentLoop.__new__(agent_loop.BeyondAgentLoop)
     loop.spec_path, loop.spec_overrides, loop.run_dir, loop.cwd = "spec.yaml", (), ".", None

@@ -71,6 +71,6 @@ def refuse_seats(seats: int) -> MultiSeatRefused:
     """The error for a multi-seat env played where one seat is: what it is, and what to do."""
     return MultiSeatRefused(
         f"the env's episode has {seats} seats (a game the policy plays against itself) and this plays one seat "
-        "per episode (verl and trinity do): train it with the torch backend (it trains every "
+        "per episode (trinity does): train it with the torch or verl backend (they train every "
         "seat), or give the env an opponent of its own (textarena: env.opponent random or llm, or the tasks' "
         "opponent, as a validation set against the random player has)")

@@ -137,7 +137,7 @@ def test_a_one_seat_run_refuses_a_multi_seat_env_with_what_to_do() -> None:
     runner = EpisodeRunner(ReactWorkflow(), lambda: Race())
     trajectory = asyncio.run(runner.run(Task("race-1"), ScriptedLLM(["a"])))
     assert trajectory.error.startswith(MultiSeatRefused.__name__)
-    assert "2 seats" in trajectory.error and "torch backend" in trajectory.error
+    assert "2 seats" in trajectory.error and "torch or verl backend" in trajectory.error
 
 
 def test_a_workflows_seats_are_checked() -> None:

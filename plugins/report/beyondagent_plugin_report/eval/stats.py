@@ -10,7 +10,8 @@ Per task with n samples, c of them successful and scores s_1..s_n:
 - against an opponent (an env whose rewards' details name an `opponent` and an `outcome`: TextArena's
   two-player games),
   win_rate, draw_rate, loss_rate (and any other outcome's): each task's share of its samples,
-  averaged over tasks.
+  averaged over tasks; and elo_vs_opponent, the Elo difference that score gives the policy over its
+  opponent (400 log10(S / (1 - S)), S = win_rate + draw_rate / 2; 0: as strong; +200: wins 76%).
 
 `by_group` gives the same numbers per group of tasks, a task's group being its
 `metadata["eval_group"]` (the `bfcl` task source sets it to BFCL's category, so an eval
@@ -110,11 +111,14 @@ def summarize(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, 
         if name.endswith("_rate"):
             outcome = name.removesuffix("_rate")
             return lambda chosen: statistics.fmean(row["outcomes"].get(outcome, 0) / row["n"] for row in chosen)
+        if name == "elo_vs_opponent":
+            return lambda chosen: elo_difference(chosen)
         j = int(name.split("@")[1])
         return lambda chosen: statistics.fmean(pass_at(row["n"], row["successes"], j) for row in chosen)
 
-    names = [f"avg@{k}", f"best@{k}", *(f"pass@{j}" for j in points),
-             *(f"{outcome}_rate" for outcome in outcome_names(samples))]
+    outcomes = outcome_names(samples)
+    names = [f"avg@{k}", f"best@{k}", *(f"pass@{j}" for j in points), *(f"{outcome}_rate" for outcome in outcomes),
+             *(["elo_vs_opponent"] if outcomes else [])]
     summary: dict[str, Any] = {"tasks": len(rows), "episodes": len(samples),
                                "errors": sum(s.error is not None for s in samples),
                                "mean_turns": statistics.fmean(s.turns for s in samples)}
@@ -124,6 +128,17 @@ def summarize(samples: Sequence[Sample], k: int, *, seed: int = 0) -> dict[str, 
         summary[name] = value
         summary[f"{name}_ci95"] = [low, high]
     return summary
+
+
+def elo_difference(rows: Sequence[dict[str, Any]]) -> float:
+    """The Elo rating the games' score gives the policy above its opponent: 400 log10(S / (1 - S)), S the
+    mean of (wins + draws / 2) / n over tasks, kept within half a game of 0 and 1 (a sweep is not infinite)."""
+    games = sum(row["n"] for row in rows)
+    score = statistics.fmean((row["outcomes"].get("win", 0) + 0.5 * row["outcomes"].get("draw", 0)) / row["n"]
+                             for row in rows)
+    edge = 0.5 / max(games, 1)
+    score = min(max(score, edge), 1.0 - edge)
+    return 400.0 * math.log10(score / (1.0 - score))
 
 
 def bootstrap(rows: list[dict[str, Any]], statistic: Callable[[list[dict[str, Any]]], float], *,

@@ -8,8 +8,9 @@ The run is examples/selfplay_tictactoe.yaml (`env.opponent: self`: the policy pl
 are trained, `rae` advantages), in a fresh child process, or the run directory given. At every
 validation (`backend.eval_every`) the policy plays the val games against the random opponent (greedy),
 and the curve is its win, draw and loss rates; the training side is each seat's mean reward in
-self-play (zero-sum: they sum to about 1, less what games cut short lose). A PNG (`--out`) and the last
-line `selfplay_val_win_rate: <first> -> <last> (<gain>)`, the peer being the same policy before training.
+self-play (zero-sum: they sum to about 1, less what games cut short lose). The peer, measured in the same
+run: a random legal move in the policy's place on the same val games (seeds, seats, opponent). A PNG
+(`--out`) and the last line `selfplay_val_win_rate: <first> -> <last> (<gain>); ratio_vs_random_player: X`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,35 @@ def seat_rewards(run_dir: Path) -> dict[int, dict[int, float]]:
     return {step: {seat: sum(v) / len(v) for seat, v in seats.items()} for step, seats in found.items()}
 
 
-def plot(run_dir: Path, path: Path) -> None:
+def random_player(run_dir: Path, games: int = 200) -> dict[str, float]:
+    """The peer: a random legal move in the policy's place, against the same random opponent, on the
+    run's val games (their tasks, seeds and seats), `games` times each: its win, draw and loss rates."""
+    import random
+
+    from beyondagent_core.types import Task
+    from beyondagent_plugin_textarena.config import TextArenaConfig
+    from beyondagent_plugin_textarena.env import TextArenaEnv
+    from beyondagent_plugin_textarena.opponents import random_move
+
+    tasks = [r for r in map(json.loads, (run_dir / "episodes.jsonl").read_text().splitlines()) if r["split"] == "val"]
+    ids = sorted({r["task_id"] for r in tasks})
+    counts = dict.fromkeys(("win", "draw", "loss", "unfinished"), 0)
+    env = TextArenaEnv(TextArenaConfig(game="tictactoe", opponent="random"))
+    for task_id in ids:
+        for trial in range(games):
+            env.reset(Task(task_id=task_id))
+            rng, shown, done = random.Random(trial), "", False
+            while not done:
+                move = random_move("tictactoe", env._game, shown, rng)  # noqa: SLF001 - the game's legal moves
+                step = env.step({"role": "assistant", "content": move})
+                shown, done = step.observation[0]["content"], step.terminated
+            counts[env.evaluate().details["outcome"]] += 1
+    env.close()
+    total = sum(counts.values())
+    return {name: count / total for name, count in counts.items()}
+
+
+def plot(run_dir: Path, path: Path, peer: dict[str, float]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,6 +79,8 @@ def plot(run_dir: Path, path: Path) -> None:
     for name, colour in (("win", "tab:green"), ("draw", "tab:grey"), ("loss", "tab:red")):
         left.plot([r["step"] for r in val], [r[f"val/{name}_rate"] for r in val], marker="o", color=colour,
                   label=f"{name} rate")
+    left.axhline(peer["win"], color="tab:green", linestyle="--", alpha=0.6,
+                 label="win rate of a random player in its place")
     left.set(title="greedy policy vs a random player (val games)", xlabel="training step", ylim=(-0.02, 1.02))
     left.legend()
     seats = seat_rewards(run_dir)
@@ -81,14 +112,18 @@ def main() -> None:
         subprocess.run(command, check=True)
         name = "selfplay_tictactoe" + (f"_{args.profile}" if args.profile else "")
         run_dir = args.output_dir / name
-    plot(run_dir, args.out)
+    peer = random_player(run_dir)
+    plot(run_dir, args.out, peer)
     val = [r for r in rows(run_dir) if "val/win_rate" in r]
     print(f"val games against the random player, step: win / draw / loss ({run_dir})")
     for r in val:
         print(f"  {r['step']:>4}: {r['val/win_rate']:.3f} / {r['val/draw_rate']:.3f} / {r['val/loss_rate']:.3f}")
     print(f"figure: {args.out}")
+    print(f"a random player in the policy's place (same games, seats and opponent, 200 plays each): "
+          f"{peer['win']:.3f} / {peer['draw']:.3f} / {peer['loss']:.3f}")
     first, last = val[0]["val/win_rate"], val[-1]["val/win_rate"]
-    print(f"selfplay_val_win_rate: {first:.3f} -> {last:.3f} ({last - first:+.3f})")
+    print(f"selfplay_val_win_rate: {first:.3f} -> {last:.3f} ({last - first:+.3f}); "
+          f"ratio_vs_random_player: {last / max(peer['win'], 1e-9):.2f}")
 
 
 if __name__ == "__main__":

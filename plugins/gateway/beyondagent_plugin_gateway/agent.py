@@ -20,6 +20,11 @@ An agent that raises, runs past `timeout` seconds or returns without calling the
 episode with an error naming the cause; the backend's failure policy counts it
 (`backend.max_failed_fraction`). After a timeout the episode's URL answers 410, so a sync agent
 still running in its thread fails at its next model call.
+
+With `seats: N` (> 1) the agent plays every seat of a multi-seat env (self-play:
+`beyondagent_core.runtime.seats`): `llm_base_url` and `api_key` are lists, one endpoint per seat,
+each its own gateway episode (its calls become that seat's training samples), and its reward, in
+order: a list of N rewards `run` returns, else the env's `seat_rewards()`.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from beyondagent_plugin_gateway.api import REWARD_LIMIT, reward_score
 from beyondagent_core.protocols import AsyncEnv, ChatLLM
 from beyondagent_plugin_gateway.config import AgentConfig
 from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
+from beyondagent_core.runtime.seats import SeatLLM, refuse_seats, seat_rewards
 from beyondagent_core.types import Reward, Task, Trajectory
 
 
@@ -105,53 +111,96 @@ class AgentWorkflow:
                              "to the client (OpenAI(base_url=llm_base_url, api_key=api_key))")
 
     async def run(self, task: Task, env: AsyncEnv | None, llm: ChatLLM) -> Trajectory:
+        if self.config.seats > 1:
+            raise refuse_seats(self.config.seats)
+        (trajectory,) = await self.play(task, env, [llm])
+        return trajectory
+
+    async def run_seats(self, task: Task, env: AsyncEnv | None, seat_llm: SeatLLM) -> list[Trajectory]:
+        """The agent's episode, one trajectory per seat (`seats`; one: as `run`)."""
+        return await self.play(task, env, [seat_llm(seat) for seat in range(self.config.seats)])
+
+    async def play(self, task: Task, env: AsyncEnv | None, llms: list[ChatLLM]) -> list[Trajectory]:
+        """The agent run with one gateway endpoint per chat of `llms` (a seat each; one for an ordinary agent)."""
         from beyondagent_plugin_gateway.server import shared_gateway
 
-        open_episode = getattr(llm, "gateway_episode", None)
-        if open_episode is None:
-            raise AgentError(f"the `agent` workflow needs a backend that serves the OpenAI-compatible gateway; "
-                             f"this LLM ({type(llm).__name__}) does not")
-        episode = open_episode(max_calls=self.config.max_calls, max_concurrent_calls=self.config.max_concurrent_calls,
-                               max_n=self.config.max_n)
-        episode.prompt_guard = AnswerLeakGuard(task)  # a synthetic task's reference never reaches the model
+        episodes = []
+        for llm in llms:
+            open_episode = getattr(llm, "gateway_episode", None)
+            if open_episode is None:
+                raise AgentError(f"the `agent` workflow needs a backend that serves the OpenAI-compatible gateway; "
+                                 f"this LLM ({type(llm).__name__}) does not")
+            episode = open_episode(max_calls=self.config.max_calls,
+                                   max_concurrent_calls=self.config.max_concurrent_calls, max_n=self.config.max_n)
+            episode.prompt_guard = AnswerLeakGuard(task)  # a synthetic task's reference never reaches the model
+            episodes.append(episode)
         gateway = shared_gateway()
-        endpoint = gateway.open(episode, asyncio.get_running_loop())
+        endpoints = [gateway.open(episode, asyncio.get_running_loop()) for episode in episodes]
+        urls, keys = [e.base_url for e in endpoints], [e.api_key for e in endpoints]
+        seated = len(llms) > 1
         name = self.config.entrypoint
         reason = "the agent returned"
         try:
-            result = await asyncio.wait_for(self._call(task, endpoint.base_url, endpoint.api_key, env),
-                                            self.config.timeout)
+            result = await asyncio.wait_for(self._call(task, urls if seated else urls[0], keys if seated else keys[0],
+                                                       env), self.config.timeout)
         except TimeoutError:
             reason = "the agent timed out"
+            calls = sum(len(episode.calls) for episode in episodes)
             raise AgentError(f"agent {name} did not finish within {self.config.timeout:g} s (workflow.timeout); "
-                             f"it made {len(episode.calls)} model call(s)") from None
+                             f"it made {calls} model call(s)") from None
         except asyncio.CancelledError:
             reason = "the episode was cancelled"
             raise
         except Exception as exc:
             reason = "the agent raised"
-            if episode.leak is not None:
-                raise episode.leak from None
+            for episode in episodes:
+                if episode.leak is not None:
+                    raise episode.leak from None
             raise AgentError(f"agent {name} raised {type(exc).__name__}: {exc}") from exc
         finally:
-            gateway.close(endpoint.episode_id, reason)
-        if episode.leak is not None:  # the agent went on after the gateway refused the leaking prompt
-            raise episode.leak
-        if not episode.calls:
-            raise AgentError(f"agent {name} returned without calling the model: it must send its chat completions "
-                             "to the llm_base_url it is given, with the api_key it is given")
-        if episode.refused_reward is not None:
-            raise AgentError(f"agent {name} posted a reward the gateway refused: {episode.refused_reward}")
-        reward, source = as_reward(result, name), "agent"
-        if reward is None and episode.posted_reward is not None:
-            reward, source = episode.posted_reward, "agent"
-        if reward is None and env is not None:
-            reward, source = await env.evaluate(), "env"
-        metrics = {"gateway_calls": len(episode.calls), "gateway_samples": len(episode.samples),
-                   "gateway_splits": episode.splits, "turns": len(episode.calls)}
-        if reward is not None:
-            metrics["reward_source"] = source
-        return Trajectory(task=task, turns=episode.turns(), reward=reward, terminated=True, metrics=metrics)
+            for endpoint in endpoints:
+                gateway.close(endpoint.episode_id, reason)
+        for seat, episode in enumerate(episodes):
+            if episode.leak is not None:  # the agent went on after the gateway refused the leaking prompt
+                raise episode.leak
+            if not episode.calls:
+                where = f"the llm_base_url of seat {seat}" if seated else "the llm_base_url it is given"
+                raise AgentError(f"agent {name} returned without calling the model: it must send its chat "
+                                 f"completions to {where}, with the api_key it is given")
+            if episode.refused_reward is not None:
+                raise AgentError(f"agent {name} posted a reward the gateway refused: {episode.refused_reward}")
+        rewards = await self.rewards(result, episodes, env)
+        trajectories = []
+        for seat, (episode, (reward, source)) in enumerate(zip(episodes, rewards)):
+            metrics = {"gateway_calls": len(episode.calls), "gateway_samples": len(episode.samples),
+                       "gateway_splits": episode.splits, "turns": len(episode.calls)}
+            if reward is not None:
+                metrics["reward_source"] = source
+            trajectories.append(Trajectory(task=task, turns=episode.turns(), reward=reward, terminated=True,
+                                           metrics=metrics, seat=seat if seated else None))
+        return trajectories
+
+    async def rewards(self, result: Any, episodes: list[Any], env: AsyncEnv | None
+                      ) -> list[tuple[Reward | None, str]]:
+        """Each seat's reward and where it came from: what the agent returned (a list, one per seat, when
+        it plays several), else posted, else the env's (`evaluate()`, or `seat_rewards()` for seats)."""
+        name = self.config.entrypoint
+        if len(episodes) == 1:
+            reward, source = as_reward(result, name), "agent"
+            if reward is None and episodes[0].posted_reward is not None:
+                reward, source = episodes[0].posted_reward, "agent"
+            if reward is None and env is not None:
+                reward, source = await env.evaluate(), "env"
+            return [(reward, source)]
+        if result is not None:
+            if not isinstance(result, (list, tuple)) or len(result) != len(episodes):
+                raise AgentError(f"agent {name} plays {len(episodes)} seats (workflow.seats) and returned "
+                                 f"{type(result).__name__}; return a list of {len(episodes)} rewards, or None (then "
+                                 "the env's seat_rewards() scores the seats)")
+            return [(as_reward(value, name), "agent") for value in result]
+        if env is None:
+            return [(None, "agent")] * len(episodes)
+        return [(reward, "env") for reward in await seat_rewards(env, len(episodes))]
 
     async def _call(self, task: Task, base_url: str, api_key: str, env: AsyncEnv | None) -> Any:
         loop = asyncio.get_running_loop()

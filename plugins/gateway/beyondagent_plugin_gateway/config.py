@@ -17,7 +17,8 @@ class AgentConfig:
     """`entrypoint`: "package.module:function"; `timeout`: seconds per episode; `max_calls`: model
     calls per episode (more get HTTP 429); `max_concurrent_calls`: an episode's calls in flight at
     once (more get 429); `max_n`: choices a call may ask for (`n`; more is a 400). The last two keep
-    one episode from starving the others of the policy."""
+    one episode from starving the others of the policy. `seats`: players of a multi-seat env the agent
+    plays (self-play: each seat its own endpoint, its own samples and reward; 1: an ordinary agent)."""
 
     entrypoint: str = MISSING
     timeout: float = attrs.field(default=600.0, validator=number(gt=0, le=MAX_SECONDS, why=SECONDS_WHY))
@@ -27,3 +28,5 @@ class AgentConfig:
     max_n: int = attrs.field(default=4, validator=number(
         ge=1, le=MAX_N, why="time: the episode's choices share the policy with every other episode; 16 is what "
                             "any request may ask for"))
+    seats: int = attrs.field(default=1, validator=number(ge=1, le=16, why="meaning: the seats of a game "
+                                                                            "(beyondagent_core.runtime.seats)"))

@@ -339,3 +339,48 @@ def test_the_example_spec_trains_two_steps(run_spec, tmp_path: Path) -> None:
         assert line["gateway/calls_per_episode"] >= 1
         assert line["gateway/split_episodes"] == 0.0  # the tiny template is append-only: no split
         assert line["rollout/logprob_diff"] < 1e-3  # trained on the ids it sampled, with their log-probs
+
+
+DUEL_AGENT = '''
+from openai import OpenAI
+
+
+def run(task, llm_base_url, env, api_key):
+    """Both seats of the word duel, each with its own client (endpoint and key): a two-agent program."""
+    clients = [OpenAI(base_url=url, api_key=key, max_retries=0) for url, key in zip(llm_base_url, api_key)]
+    reset = env.reset(task)
+    seat, seen = reset.info["seat"], {0: list(reset.messages), 1: []}
+    while True:
+        reply = clients[seat].chat.completions.create(model="policy", messages=seen[seat], max_tokens=3)
+        text = reply.choices[0].message.content or ""
+        seen[seat].append({"role": "assistant", "content": text})
+        step = env.step({"role": "assistant", "content": text})
+        if step.terminated:
+            return None  # the env's seat_rewards() score the seats
+        seat = step.info["seat"]
+        seen[seat] += step.observation
+'''
+
+
+def test_an_agent_plays_both_seats_each_through_its_own_endpoint(tmp_path: Path) -> None:
+    # the torch tests' word duel (torch_test_envs.py): two seats, each seat's calls its own samples and reward
+    from torch_test_envs import WordDuel, WordDuelConfig
+
+    model, tiny = loaded_policy("tiny")
+    template = ChatTemplate(tiny)
+    scheduler = ChatScheduler(model, eos_token_ids=stop_token_ids(model, tiny, template), pad_token_id=tiny.pad_token_id)
+    workflow = AgentWorkflow(AgentConfig(entrypoint=f"{agents_module(tmp_path, DUEL_AGENT)}:run", timeout=60, seats=2))
+    runner = EpisodeRunner(workflow, make_env=lambda: WordDuel(WordDuelConfig(moves=2)))
+    episodes = asyncio.run(rollout([(0, Task("duel-0", query="Which way?")), (1, Task("duel-1"))], runner=runner,
+                                   scheduler=scheduler, template=template, sampling=Sampling(1.0, 1.0, 3),
+                                   max_episode_tokens=512, max_concurrency=2, seed=(0,)))
+    assert [(e.group, e.seat) for e in episodes] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for zero, one in (episodes[:2], episodes[2:]):
+        assert zero.trajectory.error is None and one.trajectory.error is None
+        assert zero.score + one.score == 1.0  # one duel: its seats' rewards add up
+        assert zero.trajectory.metrics["gateway_calls"] == one.trajectory.metrics["gateway_calls"] == 2
+        assert zero.trainable and one.trainable and zero.sequence is not one.sequence
+        assert zero.trajectory.metrics["reward_source"] == "env"
+    # an ordinary run of a two-seat agent is refused with what to do
+    single = asyncio.run(runner.run(Task("duel-2"), object()))  # refused before any chat is needed
+    assert single.error is not None and "2 seats" in single.error

@@ -150,3 +150,20 @@ def test_a_workflows_seats_are_checked() -> None:
         check_seats([Trajectory(task=task, seat=0), Trajectory(task=task)], who="w")
     with pytest.raises(ValueError, match="seat must be a non-negative integer"):
         Trajectory.from_dict({**Trajectory(task=task).to_dict(), "seat": -1})
+
+
+def test_a_react_subclass_that_changes_run_is_played_by_its_run() -> None:
+    # a plugin's workflow written before seats existed: its own `run` must still be what plays it
+    from beyondagent_core.runtime.episodes import plays_seats
+
+    class Scripted(ReactWorkflow):
+        async def run(self, task, env, llm):
+            return Trajectory(task=task, reward=Reward(score=0.25, reason="its own run"))
+
+    class Opening(ReactWorkflow):  # changes only the opening: plays seats like react
+        def opening(self, reset):
+            return super().opening(reset)
+
+    assert not plays_seats(Scripted()) and plays_seats(Opening()) and plays_seats(ReactWorkflow())
+    got = asyncio.run(EpisodeRunner(Scripted(), lambda: Race()).run_seats(Task("t"), lambda seat: ScriptedLLM([])))
+    assert [(t.reward.reason, t.seat) for t in got] == [("its own run", None)]

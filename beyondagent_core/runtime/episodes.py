@@ -67,12 +67,13 @@ class EpisodeRunner:
 
     async def run_seats(self, task: Task, seat_llm: SeatLLM) -> list[Trajectory]:
         """The episode as one trajectory per seat (`beyondagent_core.runtime.seats`): a workflow with
-        `run_seats` plays every seat, `seat_llm(k)` the chat of seat k; any other workflow plays one, as
-        `run` does, with `seat_llm(0)`. A failure gives each seat that had a chat an error record (seat
+        `run_seats` plays every seat, `seat_llm(k)` the chat of seat k; any other workflow (or one whose
+        `run` overrides the class that gave it `run_seats`: `plays_seats`) plays one, as `run` does, with
+        `seat_llm(0)`. A failure gives each seat that had a chat an error record (seat
         None when only seat 0 had one: a one-seat episode, as far as anyone can tell)."""
-        play = getattr(self.workflow, "run_seats", None)
-        if play is None:
+        if not plays_seats(self.workflow):
             return [await self.run(task, seat_llm(0))]
+        play = self.workflow.run_seats
         started = time.perf_counter()
         recorders: dict[int, RecordingLLM] = {}
 
@@ -136,6 +137,17 @@ class EpisodeRunner:
         who = self.describe(self.workflow)
         return check_trajectory(await awaited(self.workflow.run(task, env, llm), who=who, method="run"), who=who,
                                 method="run")
+
+
+def plays_seats(workflow: Any) -> bool:
+    """Whether `workflow` plays multi-seat episodes: it has `run_seats`, and its `run` was not changed below
+    the class that gave it `run_seats` (a react subclass overriding `run` is played by its own `run`)."""
+    classes = type(workflow).__mro__
+    seats = next((cls for cls in classes if "run_seats" in vars(cls)), None)
+    if seats is None:
+        return callable(getattr(workflow, "run_seats", None))  # set on the instance
+    runs = next((cls for cls in classes if "run" in vars(cls)), None)
+    return runs is None or issubclass(seats, runs)
 
 
 def check_seats(value: Any, *, who: str) -> list[Trajectory]:

@@ -7,7 +7,6 @@ cannot mean anything are refused. Real TextArena games (textarena 0.7.4, offline
 from __future__ import annotations
 
 import asyncio
-import re
 from functools import reduce
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 from beyondagent_plugin_textarena.config import TWO_PLAYER, TextArenaConfig, TextArenaTasksConfig
 from beyondagent_plugin_textarena.env import TextArenaEnv
 from beyondagent_plugin_textarena.tasks import TextArenaTasks
+from test_textarena_two_player import piles_of
 
 from beyondagent_core import Task
 from beyondagent_core.jsonl import BadRecords
@@ -35,11 +35,6 @@ class TestSelfPlay(EnvContract):
     def tasks(self) -> list[Task]:
         return [Task(task_id=f"{game}-{seed}", env="textarena", metadata={"game": game, "seed": seed})
                 for game in sorted(TWO_PLAYER) for seed in (4, 5)]
-
-
-def piles_of(text: str) -> list[int]:
-    board = text.rsplit("Current Pile:", 1)[-1]
-    return [int(size) for size in re.findall(r"pile \d+: (\d+)", board)]
 
 
 class NimPlayer:

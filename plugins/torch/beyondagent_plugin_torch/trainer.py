@@ -758,12 +758,10 @@ class Trainer:
         Warned about once per run: every group flat for a step means the reward gives no signal
         (all fail, or all succeed) and that step trains nothing.
         """
-        groups: dict[Any, list[Episode]] = {}
-        for episode in episodes:
-            groups.setdefault(episode.baseline_group, []).append(episode)
+        groups = group_episodes(episodes, per_seat=True)
         if self.critic is not None:  # the critic is the baseline: an all-equal group still has advantages
             return 0.0
-        flat = sum(1 for group in groups.values() if len(finished_scores(group)) <= 1)
+        flat = sum(1 for group in groups if len(finished_scores(group)) <= 1)
         if flat and not self._warned_flat_groups:
             self._warned_flat_groups = True
             log.warning("train.flat_groups", step=step, flat=flat, groups=len(groups),

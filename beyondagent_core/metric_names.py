@@ -37,6 +37,16 @@ GATEWAY_SPLIT_EPISODES = "gateway/split_episodes"
 GATEWAY_SAMPLES_PER_EPISODE = "gateway/samples_per_episode"
 GATEWAY_CALLS_PER_EPISODE = "gateway/calls_per_episode"
 
+# Only with an opponent pool (torch `backend.opponent_pool`): the policy's Elo rating, the best snapshot's,
+# the step's games against the pool and their outcomes for the policy, and the snapshots kept.
+POOL_ELO = "pool/elo"
+POOL_ELO_BEST_SNAPSHOT = "pool/elo_best_snapshot"
+POOL_GAMES = "pool/games"
+POOL_WIN_RATE = "pool/win_rate"
+POOL_DRAW_RATE = "pool/draw_rate"
+POOL_LOSS_RATE = "pool/loss_rate"
+POOL_SIZE = "pool/size"
+
 # The advantage estimator's own metrics (`backend.advantage`), e.g. advantage/anchor_groups for gigpo.
 ADVANTAGE_PREFIX = "advantage/"
 # Failed episodes (an error, a timeout, a gateway split the backend cannot train, no model token) left

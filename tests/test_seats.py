@@ -67,7 +67,13 @@ def play(env: Race, replies: dict[int, list[str]], *, max_turns: int = 5
          ) -> tuple[list[Trajectory], dict[int, ScriptedLLM]]:
     llms = {seat: ScriptedLLM(texts) for seat, texts in replies.items()}
     runner = EpisodeRunner(ReactWorkflow(ReactConfig(max_turns=max_turns)), lambda: env)
-    return asyncio.run(runner.run_seats(Task("race-1"), lambda seat: llms[seat])), llms
+
+    def seat_llm(seat: int, seats: int | None = None) -> ScriptedLLM:
+        # the workflow says how many seats the episode has (torch's opponent pool needs it)
+        assert seats == (1 if type(env).__name__ == "OneSeat" else 2), seats
+        return llms[seat]
+
+    return asyncio.run(runner.run_seats(Task("race-1"), seat_llm)), llms
 
 
 def test_each_seat_plays_its_own_conversation_and_gets_its_own_reward() -> None:
@@ -129,7 +135,7 @@ def test_one_seat_workflows_and_envs_play_as_before() -> None:
             return Trajectory(task=task, turns=[turn], reward=Reward(score=0.5))
 
     llms = {0: ScriptedLLM(["a"])}
-    got = asyncio.run(EpisodeRunner(Plain(), None).run_seats(Task("p"), lambda seat: llms[seat]))
+    got = asyncio.run(EpisodeRunner(Plain(), None).run_seats(Task("p"), lambda seat, seats=None: llms[seat]))
     assert [t.reward.score for t in got] == [0.5] and got[0].seat is None
 
 
@@ -165,5 +171,5 @@ def test_a_react_subclass_that_changes_run_is_played_by_its_run() -> None:
             return super().opening(reset)
 
     assert not plays_seats(Scripted()) and plays_seats(Opening()) and plays_seats(ReactWorkflow())
-    got = asyncio.run(EpisodeRunner(Scripted(), lambda: Race()).run_seats(Task("t"), lambda seat: ScriptedLLM([])))
+    got = asyncio.run(EpisodeRunner(Scripted(), lambda: Race()).run_seats(Task("t"), lambda seat, seats=None: ScriptedLLM([])))
     assert [(t.reward.reason, t.seat) for t in got] == [("its own run", None)]

@@ -69,17 +69,17 @@ class EpisodeRunner:
         """The episode as one trajectory per seat (`beyondagent_core.runtime.seats`): a workflow with
         `run_seats` plays every seat, `seat_llm(k)` the chat of seat k; any other workflow (or one whose
         `run` overrides the class that gave it `run_seats`: `plays_seats`) plays one, as `run` does, with
-        `seat_llm(0)`. A failure gives each seat that had a chat an error record (seat
+        `seat_llm(0, seats=1)`. A failure gives each seat that had a chat an error record (seat
         None when only seat 0 had one: a one-seat episode, as far as anyone can tell)."""
         if not plays_seats(self.workflow):
-            return [await self.run(task, seat_llm(0))]
+            return [await self.run(task, seat_llm(0, seats=1))]
         play = self.workflow.run_seats
         started = time.perf_counter()
         recorders: dict[int, RecordingLLM] = {}
 
-        def recorded(seat: int) -> RecordingLLM:
+        def recorded(seat: int, seats: int | None = None) -> RecordingLLM:
             if seat not in recorders:
-                recorders[seat] = RecordingLLM(seat_llm(seat), AnswerLeakGuard(task))
+                recorders[seat] = RecordingLLM(seat_llm(seat, seats=seats), AnswerLeakGuard(task))
             return recorders[seat]
 
         try:

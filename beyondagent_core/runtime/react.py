@@ -73,7 +73,7 @@ class ReactWorkflow:
         reset = await env.reset(task)
         seats = seats_in(reset.info)
         if seats == 1:
-            return [await self.play(task, env, seat_llm(0), reset)]
+            return [await self.play(task, env, seat_llm(0, seats=1), reset)]
         return await self.play_seats(task, env, seat_llm, reset, seats)
 
     async def play(self, task: Task, env: AsyncEnv, llm: ChatLLM, reset: EnvReset) -> Trajectory:
@@ -122,7 +122,7 @@ class ReactWorkflow:
             turns[seat] += [Turn(role=m["role"], content=m["content"]) for m in unseen[seat]]
             unseen[seat] = []
             try:
-                reply = await seat_llm(seat).chat(conversations[seat], **self.sampling)
+                reply = await seat_llm(seat, seats=seats).chat(conversations[seat], **self.sampling)
             except ContextLengthExceeded:
                 truncated = True
                 break

@@ -9,10 +9,12 @@ The env contract for them (an env with one seat says nothing and is played as al
 - the game over, the env's optional `seat_rewards()` gives each seat's reward, in seat order, as
   `Reward.to_dict()` dicts (plain JSON: it crosses the env service like any optional method).
 
-A workflow plays such an episode in `run_seats(task, env, seat_llm)`: `seat_llm(k)` is the chat that
-plays seat k (the backend makes one per seat, with its own token sequence and sampling seed; the same
-object every time for one seat), and it returns one `Trajectory` per seat, `Trajectory.seat` set, each
-with its own turns and reward. The react workflow does (`ReactWorkflow.run_seats`). A backend that
+A workflow plays such an episode in `run_seats(task, env, seat_llm)`: `seat_llm(k, seats=n)` is the chat
+that plays seat k of an episode of n seats (the backend makes one per seat, with its own token sequence
+and sampling seed; the same object every time for one seat), and it returns one `Trajectory` per seat,
+`Trajectory.seat` set, each with its own turns and reward. `seats` tells a backend whose opponent plays
+some seats (torch's opponent pool) which seat the policy has; a workflow that does not say has the
+policy in every seat. The react workflow does (`ReactWorkflow.run_seats`). A backend that
 trains multi-seat episodes calls `EpisodeRunner.run_seats`; one that trains one sequence per episode
 calls `run`, and there a multi-seat env is refused with `MultiSeatRefused`, which says what to do.
 """
@@ -26,8 +28,8 @@ from beyondagent_core.protocols import AsyncEnv, ChatLLM
 from beyondagent_core.types import Reward
 
 MAX_SEATS = 16
-SeatLLM = Callable[[int], ChatLLM]
-"""The chat that plays seat k."""
+SeatLLM = Callable[..., ChatLLM]
+"""`seat_llm(k, seats=None)`: the chat that plays seat k (of `seats`, when the workflow says)."""
 
 
 class MultiSeatRefused(RuntimeError):

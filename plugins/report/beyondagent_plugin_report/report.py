@@ -181,6 +181,7 @@ def draw_panels(records: Sequence[Record]) -> list[Panel]:
         ("Episode length", _length_figure),
         ("Policy update", _update_figure),
         ("Experience-guided rollouts", _guided_figure),
+        ("Opponent pool", _pool_figure),
     ]
     panels = []
     for title, draw in drawers:
@@ -307,6 +308,26 @@ def _guided_figure(records: Sequence[Record]) -> Figure | None:
         if found:
             _plot_curve(axes, found, label, color)
     _finish(axes, "Success with and without experience", "episodes solved", fraction=True)
+    return figure
+
+
+def _pool_figure(records: Sequence[Record]) -> Figure | None:
+    """With an opponent pool: the policy's Elo against the best snapshot's, and its results against the pool."""
+    elo = series(records, m.POOL_ELO)
+    if not elo:
+        return None
+    figure, (ratings, results) = _new_figure(2)
+    _plot_curve(ratings, elo, "policy", "tab:blue")
+    best = series(records, m.POOL_ELO_BEST_SNAPSHOT)
+    if best:
+        _plot_curve(ratings, best, "best snapshot in the pool", "tab:gray")
+    _finish(ratings, "Elo rating over the opponent pool", "Elo")
+    for key, label, color in ((m.POOL_WIN_RATE, "won", "tab:green"), (m.POOL_DRAW_RATE, "drawn", "tab:olive"),
+                              (m.POOL_LOSS_RATE, "lost", "tab:red")):
+        found = series(records, key)
+        if found:
+            _plot_curve(results, found, label, color)
+    _finish(results, "Games against the pool", "share of the step's pool games", fraction=True)
     return figure
 
 

@@ -67,3 +67,18 @@ def test_the_selfplay_example_trains_both_seats_behind_an_env_service(run_spec: 
         assert outcomes in ({"win", "loss"}, {"draw"}, {"unfinished"})  # the seats' rewards are one game's
     val = [r for r in records if r["split"] == "val"]
     assert val and all(r["seat"] is None and r["details"]["opponent"] == "random" for r in val)
+
+
+@pytest.mark.beyondagent_plugins("textarena", "torch", "mixers", "advantages")
+def test_against_the_opponent_pool_only_the_policys_seat_is_trained(run_spec: Any) -> None:
+    # `tiny` cannot spell a move: the opener loses on its third malformed reply, before the other seat
+    # moves; a game in which the snapshot never moved is still the pool's (its seat is not the policy's)
+    run = run_spec(SELFPLAY, *ONE_STEP, "tasks.val=null", "run.name=pool",
+                   "backend.opponent_pool={size: 1, refresh_every: 1, games: 1.0}")
+    train = [json.loads(x) for x in (run.run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert [r["seat"] for r in train] == [0, 1, 0, 1]  # one record a game: the policy's seat, in turn
+    assert all(r["metrics"]["opponent_step"] == 0 for r in train)
+    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    step = next(line for line in lines if line.get("step") == 1)
+    won = sum(r["score"] > 0.5 for r in train)  # the policy's reward above the snapshot's
+    assert step["pool/games"] == 4 and step["pool/win_rate"] == won / 4

@@ -61,7 +61,7 @@ def test_both_seats_play_from_their_own_views_and_the_rewards_say_who_won(perfec
     # a seed whose opening piles have a non-zero nim-sum: the player who moves first wins with perfect play
     task = next(Task(task_id=f"nim-{seed}", metadata={"game": "nim", "seed": seed}) for seed in range(100)
                 if opening_nim_sum(seed))
-    trajectories = asyncio.run(runner.run_seats(task, lambda seat: players[seat]))
+    trajectories = asyncio.run(runner.run_seats(task, lambda seat, seats=None: players[seat]))
     assert [t.seat for t in trajectories] == [0, 1] and all(t.error is None for t in trajectories)
     if perfect_seat == 0:  # the opener plays perfectly: it wins whatever the other does
         assert [t.reward.details["outcome"] for t in trajectories] == ["win", "loss"]

@@ -50,6 +50,20 @@ RESUMABLE_KEYS = ("epochs", "total_steps", "save_every", "eval_every", "keep_che
 
 
 ROLLOUT_MODES = ("sync", "one_step_off", "async")
+MAX_POOL = 8
+
+
+@attrs.define
+class OpponentPoolSettings:
+    """`backend.opponent_pool`: frozen earlier versions of the policy that play the other seats of some
+    games (opponent_pool.py). `size`: snapshots kept (the newest; the starting policy is the first);
+    `refresh_every`: a snapshot after every that many updates; `games`: the share of a step's task
+    groups played against a snapshot (the rest are self-play)."""
+
+    size: int = attrs.field(default=2, validator=number(
+        ge=1, le=MAX_POOL, why="memory: each snapshot is a copy of the policy's weights with a KV cache of its own"))
+    refresh_every: int = attrs.field(default=10, validator=number(ge=1, le=MAX_STEPS, why=STEPS_WHY))
+    games: float = attrs.field(default=0.5, validator=number(ge=0, le=1, why=FRACTION_WHY))
 
 
 @attrs.define
@@ -122,6 +136,8 @@ class TorchConfig:
     samples_per_step: int = attrs.field(default=2, validator=number(ge=0, le=MAX_BATCH, why=BATCH_WHY))
     tensorboard: bool | None = None
     report: bool = True
+    # multi-seat games: frozen snapshots of the policy play the other seats of some games (None: self-play)
+    opponent_pool: OpponentPoolSettings | None = None
 
 
 def one_of(field: str, value: Any, choices: tuple[str, ...]) -> None:
@@ -193,6 +209,10 @@ def check_rollout_mode(spec: Spec, config: TorchConfig) -> None:
                         hint="remove max_staleness (one_step_off means 1), or use rollout_mode: async for more")
     if config.rollout_mode == "sync":
         return
+    if config.opponent_pool is not None:
+        raise SpecError(f"backend.opponent_pool takes its snapshots between steps, while with rollout_mode "
+                        f"{config.rollout_mode} the next step's games are already being played",
+                        where=f"{where}.opponent_pool", hint="use rollout_mode: sync with an opponent pool")
     experience = spec.component("experience")
     if experience is not None and experience.registration is not None:
         raise SpecError(f"backend.rollout_mode {config.rollout_mode} cannot go with experience-guided rollouts: a "

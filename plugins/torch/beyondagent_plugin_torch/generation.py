@@ -141,14 +141,24 @@ class ChatScheduler:
         self._check_pending = False
 
     @contextlib.contextmanager
-    def episode(self) -> Iterator[None]:
-        """Count an episode as in flight: the scheduler waits for it before sampling a batch."""
-        self._active += 1
+    def episode(self) -> Iterator[Presence]:
+        """Count an episode as in flight: the scheduler waits for it before sampling a batch. What it
+        yields moves the count to another scheduler (`Presence`: a game some of whose seats another
+        model plays)."""
+        presence = Presence(self)
         try:
-            yield
+            yield presence
         finally:
-            self._active -= 1
-            self._maybe_start_batch()
+            presence.close()
+
+    def enter(self) -> None:
+        """One more episode in flight here (lockstep batches wait for it)."""
+        self._active += 1
+
+    def leave(self) -> None:
+        """An episode is no longer in flight here: a batch that waited only for it may start."""
+        self._active -= 1
+        self._maybe_start_batch()
 
     async def generate(self, order: tuple[int, int], prompt_ids: list[int], sampling: Sampling,
                        max_new_tokens: int, generator: torch.Generator,
@@ -430,3 +440,27 @@ def nucleus(probs: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:
     sorted_probs = torch.where(mass_before < top_p[:, None], sorted_probs, torch.zeros_like(sorted_probs))
     kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs)
     return kept / kept.sum(-1, keepdim=True)
+
+
+class Presence:
+    """An episode counted in flight by one scheduler at a time: the one it asked last.
+
+    A game some of whose seats are played by another model (the opponent pool's frozen copy, with a
+    scheduler of its own) moves between two schedulers; were it counted by both, each one's lockstep
+    batch would wait for it while it waits on the other. Counted where it asked last, it holds back
+    only that scheduler's next batch, as an episode stepping its env does.
+    """
+
+    def __init__(self, scheduler: ChatScheduler):
+        self.scheduler = scheduler
+        scheduler.enter()
+
+    def move_to(self, scheduler: ChatScheduler) -> None:
+        """The episode's next request goes to `scheduler`."""
+        if scheduler is not self.scheduler:
+            scheduler.enter()
+            self.scheduler, before = scheduler, self.scheduler
+            before.leave()
+
+    def close(self) -> None:
+        self.scheduler.leave()

@@ -9,6 +9,9 @@ what is left of `max_episode_tokens`.
 An episode of the `agent` workflow talks to the policy over HTTP instead: `gateway_episode()`
 gives it the episode's gateway endpoint (`beyondagent_plugin_gateway`), generating through the
 same scheduler and random generator; `samples` are then the endpoint's training samples.
+
+The chat of a seat that a frozen opponent plays (the opponent pool) is a PolicyChat on the frozen
+copy's scheduler; the episode's `Presence` follows its requests from one scheduler to the other.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import torch
 from beyondagent_plugin_gateway.episode import GatewayEpisode, GenerationSettings
 from beyondagent_core.runtime.tokens import ChatTemplate, ContextLengthExceeded, TokenSequence
 from beyondagent_core.types import Turn
-from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.generation import ChatScheduler, Presence, Sampling
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens")
 
@@ -34,8 +37,10 @@ class PromptTooLong(ValueError):
 
 class PolicyChat:
     def __init__(self, scheduler: ChatScheduler, template: ChatTemplate, sampling: Sampling, *,
-                 episode: int, max_episode_tokens: int, seed: int, keep_cache: bool = True):
+                 episode: int, max_episode_tokens: int, seed: int, keep_cache: bool = True,
+                 presence: Presence | None = None):
         self.scheduler = scheduler
+        self.presence = presence  # the episode's count in flight, moved here before each request
         self.template = template
         self.sampling = sampling
         self.episode = episode
@@ -61,6 +66,11 @@ class PolicyChat:
                                           max_episode_tokens=self.max_episode_tokens, max_calls=max_calls, **limits)
         return self.gateway
 
+    def follow(self) -> None:
+        """The episode's next request is this chat's: count it in flight on this chat's scheduler."""
+        if self.presence is not None:
+            self.presence.move_to(self.scheduler)
+
     @property
     def samples(self) -> list[TokenSequence]:
         """The episode's training samples: its own sequence, then the gateway's (never none: an
@@ -83,6 +93,7 @@ class PolicyChat:
                                     f"{self.max_episode_tokens}")
             raise ContextLengthExceeded(f"{len(ids)} tokens used of max_episode_tokens={self.max_episode_tokens}")
         order = (self.episode, self.sequence.model_turns)
+        self.follow()
         token_ids, logprobs = await self.scheduler.generate(
             order, ids, settings, min(settings.max_tokens, room), self.generator, session=self.session)
         self.sequence.add_generation(token_ids, logprobs)
@@ -106,6 +117,7 @@ class SchedulerGenerator:
                        session: Hashable) -> tuple[list[int], list[float]]:
         sampling = Sampling(settings.temperature, settings.top_p, settings.max_tokens)
         order = (self.chat.episode, next(self._requests))
+        self.chat.follow()
         return await self.chat.scheduler.generate(order, prompt_ids, sampling, settings.max_tokens,
                                                   self.chat.generator,
                                                   session=session if self.chat.session is not None else None)

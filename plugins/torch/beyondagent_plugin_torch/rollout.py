@@ -8,7 +8,9 @@ workflow may come back as several samples (its gateway calls did not all extend 
 with a guide (`beyondagent_core.runtime.guidance.Guide`) is shown experiences or starts from a
 stored prefix; the turns it replayed are recorded in its trajectory's `prefix_turns` metric. An
 episode with several seats (a game the policy plays against itself: `beyondagent_core.runtime.seats`)
-comes back as one Episode per seat, each from its own PolicyChat, in seat order after one another.
+comes back as one Episode per seat, each from its own PolicyChat, in seat order after one another;
+in a game against the opponent pool (`opponent_pool.py`) the frozen snapshot's seats are played on its
+own scheduler and left out: only the policy's seats come back, each with the opponent it met.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from beyondagent_core.runtime.guidance import Guide, PrefixLLM, wrapped
 from beyondagent_core.runtime.tokens import ChatTemplate, TokenSequence
 from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
+from beyondagent_plugin_torch.opponent_pool import Opponent, game_score
 from beyondagent_plugin_torch.policy_chat import PolicyChat
 
 
@@ -41,6 +44,8 @@ class Episode:
     more_samples: list[TokenSequence] = attrs.Factory(list)  # a split gateway episode's other samples
     policy_version: int = 0  # updates the policy had taken when it generated this episode (async_rollout.py)
     seat: int | None = None  # the seat it played in a multi-seat episode (its trajectory's)
+    opponent: Opponent | None = None  # the pool snapshot that played the game's other seats
+    pool_score: float | None = None  # against it: 1 won (a higher reward than every other seat), 0.5 level, 0 lost
 
     @property
     def baseline_group(self) -> object:
@@ -79,36 +84,53 @@ def episode_seed(*parts: object) -> int:
 async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, scheduler: ChatScheduler,
                   template: ChatTemplate, sampling: Sampling, max_episode_tokens: int, max_concurrency: int,
                   seed: tuple[object, ...], guides: Sequence[Guide | None] | None = None,
-                  ) -> list[Episode]:
+                  opponents: Sequence[Opponent | None] | None = None) -> list[Episode]:
     """Run `(group, task)` jobs, at most `max_concurrency` at once; results keep the jobs' order.
 
     `guides[i]`, when given and not None, is what job i's policy is given: experiences shown in its
-    prompt (`GuidedLLM`) or a stored prefix replayed first (`PrefixLLM`).
+    prompt (`GuidedLLM`) or a stored prefix replayed first (`PrefixLLM`). `opponents[i]`, when given
+    and not None, is the pool snapshot that plays job i's other seats (a multi-seat game's).
     """
     slots = asyncio.Semaphore(max_concurrency)
 
     async def one(index: int, group: int, task: Task) -> list[Episode]:
         guide = guides[index] if guides is not None else None
+        opponent = opponents[index] if opponents is not None else None
         chats: dict[int, PolicyChat] = {}
         llms: dict[int, Any] = {}
+        frozen: set[int] = set()  # the seats the opponent plays (whether or not the game reached their turn)
 
-        def seat_llm(seat: int) -> Any:
-            """Seat `seat`'s chat: its own sequence and generator (seat 0's seed is a one-seat episode's)."""
+        def seat_llm(seat: int, seats: int | None = None) -> Any:
+            """Seat `seat`'s chat: its own sequence and generator (seat 0's seed is a one-seat episode's),
+            on the opponent's scheduler when the opponent plays it."""
+            if opponent is not None and seats is not None:
+                frozen.update(k for k in range(seats) if opponent.plays(k, seats))
             if seat not in llms:
                 parts = (index,) if seat == 0 else (index, "seat", seat)
-                chats[seat] = PolicyChat(scheduler, template, sampling, episode=index,
-                                         max_episode_tokens=max_episode_tokens, seed=episode_seed(*seed, *parts))
-                llms[seat] = wrapped(chats[seat], guide)
+                theirs = seat in frozen
+                chats[seat] = PolicyChat(opponent.entry.scheduler if theirs else scheduler, template, sampling,
+                                         episode=index, max_episode_tokens=max_episode_tokens,
+                                         seed=episode_seed(*seed, *parts), presence=presence)
+                llms[seat] = chats[seat] if theirs else wrapped(chats[seat], guide)
             return llms[seat]
 
         async with slots:
             try:
-                with scheduler.episode():
+                with scheduler.episode() as presence:
                     trajectories = await runner.run_seats(task, seat_llm)
             finally:
                 for chat in chats.values():
                     chat.close()
         episodes = []
+        pool_score = None
+        if frozen:  # the policy's seats only; its score against the best of the snapshot's (none if one failed)
+            mine = [t for t in trajectories if (t.seat or 0) not in frozen]
+            theirs = [t for t in trajectories if (t.seat or 0) in frozen]
+            if mine and theirs and all(t.error is None and t.reward is not None for t in trajectories):
+                pool_score = game_score(float(mine[0].reward.score), max(float(t.reward.score) for t in theirs))
+            trajectories = mine or [t for t in trajectories if t.error is not None][:1]  # a failure stays counted
+            for trajectory in trajectories:
+                trajectory.metrics["opponent_step"] = opponent.entry.step  # the snapshot's (records, viewer)
         for trajectory in trajectories:
             seat = trajectory.seat or 0
             llm = llms.get(seat)
@@ -117,7 +139,8 @@ async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, sc
                 trajectory.metrics["prefix_turns"] = prefixed
             first, *more = chats[seat].samples if seat in chats else [TokenSequence(template)]
             episodes.append(Episode(group=group, trajectory=trajectory, sequence=first, seat=trajectory.seat,
-                                    guided=guide is not None and guide.guided, prefixed=prefixed, more_samples=more))
+                                    guided=guide is not None and guide.guided, prefixed=prefixed, more_samples=more,
+                                    opponent=opponent if frozen else None, pool_score=pool_score))
         return episodes
 
     done = await asyncio.gather(*(one(i, group, task) for i, (group, task) in enumerate(jobs)))

@@ -76,7 +76,7 @@ from beyondagent_plugin_torch.checkpoint import (
 from beyondagent_plugin_torch.critic import CRITIC_DIR, Critic, explained_variance, load_value_model
 
 from beyondagent_plugin_torch.config import RESUMABLE_KEYS, TorchConfig, check_algorithm, overlong_max_len
-from beyondagent_plugin_torch.generation import Sampling
+from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.slots import make_scheduler
 from beyondagent_plugin_torch.grpo import overlong_penalty
 from beyondagent_plugin_torch.lora import (
@@ -101,6 +101,7 @@ from beyondagent_plugin_torch.models import (
     resolve_device,
     resolve_model_path,
 )
+from beyondagent_plugin_torch.opponent_pool import POOL_DIR, OpponentPool, describe_pool
 from beyondagent_plugin_torch.policy_llm import PolicyLLM
 from beyondagent_plugin_torch.precision import RolloutWeights, resolve_precision
 from beyondagent_plugin_torch.rollout import Episode, episode_seed, rollout
@@ -215,6 +216,8 @@ class Trainer:
                                if spec.component("backend.advantage") is not None else None) or DEFAULT_ADVANTAGE
         self.spec_snapshot = spec_snapshot(spec)
         self._warned_flat_groups = False
+        self._warned_empty_pool = False
+        self.resumed_from: Path | None = None  # the checkpoint directory a --resume loaded
         first_epoch = data.epoch_tasks(0)
         if not first_epoch:
             raise RunError("there are no training tasks", where=f"{spec.path}, key tasks.train",
@@ -274,17 +277,25 @@ class Trainer:
         self.rollout_weights.follow(self.optimizer)
         # Asynchronous rollout: generation and update take turns on the device (async_rollout.py).
         self.turns = DeviceTurns()
-        self.scheduler = make_scheduler(
-            self.rollout_weights.model, kv_layout=config.kv_layout, compile_decode=config.compile_decode,
-            max_episode_tokens=config.max_episode_tokens, where=str(run.spec.path),
-            eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
-            pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
-            kv_cache_tokens=config.kv_cache_tokens, batching=config.batching,
+        self.scheduler = self.make_scheduler(
+            self.rollout_weights.model,
             device_turn=self.turns.generation if config.rollout_mode != "sync" else contextlib.nullcontext)
+        # Multi-seat games against frozen snapshots of the policy (opponent_pool.py; rollout sync only).
+        self.pool = self._opponent_pool() if config.opponent_pool is not None else None
         # `llm: policy` (a judge, a filter) asks the policy being trained.
         run.policy_llm = PolicyLLM(self.scheduler, self.template,
                                    Sampling(config.temperature, config.top_p, config.max_new_tokens),
                                    max_episode_tokens=config.max_episode_tokens, seed=run.info.seed)
+
+    def make_scheduler(self, model: Any, **options: Any) -> ChatScheduler:
+        """The rollout's ChatScheduler over `model` (the policy's rollout weights, or a pool snapshot)."""
+        config = self.config
+        return make_scheduler(
+            model, kv_layout=config.kv_layout, compile_decode=config.compile_decode,
+            max_episode_tokens=config.max_episode_tokens, where=str(self.run.spec.path),
+            eos_token_ids=stop_token_ids(self.model, self.tokenizer, self.template),
+            pad_token_id=self.tokenizer.pad_token_id, max_batch_size=config.max_concurrency,
+            kv_cache_tokens=config.kv_cache_tokens, batching=config.batching, **options)
 
     # --- the loop -------------------------------------------------------------------------
 
@@ -458,6 +469,7 @@ class Trainer:
         check_finite(step, self.model, actor)
         if pipeline is not None:
             pipeline.advance()
+        pool_metrics = self.pool_games(step, generated_episodes) if self.pool is not None else {}
         update_seconds = time.perf_counter() - update_started
         self.write_samples(metrics_log, step, "train", generated_episodes)
         experience_metrics = self.learn_from(step, generated_episodes) if self.guidance is not None else {}
@@ -470,6 +482,7 @@ class Trainer:
             **advantage_metrics,
             **critic_metrics,
             **actor,
+            **pool_metrics,
             "actor/lr": self.optimizer.param_groups[0]["lr"],
             **rollout_batch.metrics,
             **staleness_metrics,
@@ -592,7 +605,9 @@ class Trainer:
         guides = None
         if self.guidance is not None:
             guides = self.guidance.guides(tasks, size, seed=(self.run.info.seed, "guides", step, *extra))
-        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step, *extra), guides=guides)
+        opponents = self.pool.opponents(step, jobs, *extra) if self.pool is not None else None
+        episodes = self.rollout(jobs, sampling, seed=(self.run.info.seed, "train", step, *extra), guides=guides,
+                                opponents=opponents)
         self.record_failures(step, episodes)
         if self.guidance is not None:
             self.strip_guided(episodes)
@@ -729,11 +744,42 @@ class Trainer:
         return val
 
     def rollout(self, jobs: list[tuple[int, Task]], sampling: Sampling, seed: tuple[object, ...],
-                guides: list[Any] | None = None) -> list[Episode]:
+                guides: list[Any] | None = None, opponents: list[Any] | None = None) -> list[Episode]:
         return asyncio.run(rollout(
             jobs, runner=self.runner, scheduler=self.scheduler, template=self.template, sampling=sampling,
             max_episode_tokens=self.config.max_episode_tokens, max_concurrency=self.config.max_concurrency,
-            seed=seed, guides=guides))
+            seed=seed, guides=guides, opponents=opponents))
+
+    def pool_games(self, step: int, episodes: list[Episode]) -> dict[str, float]:
+        """The step's games against the opponent pool into its Elo ratings, then the snapshot it is due; the
+        `pool/` metrics (a pool that played no game all run long is said once: one-seat episodes?)."""
+        results = [(e.opponent.entry, e.pool_score) for e in episodes
+                   if e.opponent is not None and e.pool_score is not None]
+        metrics = self.pool.record(results)
+        if not any(e.opponent is not None for e in episodes) and not self._warned_empty_pool:
+            self._warned_empty_pool = True
+            log.warning("train.opponent_pool_unused", step=step,
+                        hint="backend.opponent_pool plays the other seats of multi-seat games; this step had none "
+                             "against it (one-seat episodes, a workflow that does not say its seats, or "
+                             "opponent_pool.games too low)")
+        self.pool.after_update(step)
+        return metrics
+
+    def _opponent_pool(self) -> OpponentPool:
+        """The pool: the starting policy its first snapshot, or as the checkpoint resumed from kept it."""
+        trained = {name for name, parameter in self.model.named_parameters() if parameter.requires_grad}
+        pool = OpponentPool(self.config.opponent_pool, rollout_model=self.rollout_weights.model, trained=trained,
+                            make_scheduler=self.make_scheduler, seed=self.run.info.seed)
+        if self.resumed_from is None:
+            pool.take(0)
+            return pool
+        try:
+            pool.load(self.resumed_from / POOL_DIR)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+            raise RunError(f"cannot resume the opponent pool from {self.resumed_from}: {exc}",
+                           where=str(self.resumed_from / POOL_DIR),
+                           hint="resume from a checkpoint of a run with the same backend.opponent_pool") from exc
+        return pool
 
     def step_tasks(self, step: int) -> tuple[int, list[Task]]:
         """The epoch and tasks of `step` (1-based): the data position follows from the step alone."""
@@ -825,6 +871,8 @@ class Trainer:
         state = estimator_state(self.estimator)
         if state is not None:
             (staging / ESTIMATOR_FILE).write_text(json.dumps(state, indent=1) + "\n")
+        if self.pool is not None:
+            self.pool.save(staging / POOL_DIR)
 
     def write_report(self) -> Path | None:
         from beyondagent_core.reports import write_run_report
@@ -938,6 +986,7 @@ class Trainer:
             write_jsonl(run_dir / EPISODES_FILE,
                         [r for r in read_episode_records(run_dir) if r["step"] <= checkpoint.step])
         log.info("train.resumed", step=checkpoint.step, checkpoint=str(checkpoint.path))
+        self.resumed_from = checkpoint.path
         return checkpoint.step
 
 
@@ -968,6 +1017,8 @@ def describe_algorithm(spec: Spec, config: TorchConfig) -> str:
             f"up to {config.max_staleness} policy versions"
         lines.append(f"rollout {config.rollout_mode}: the next steps' rollouts run while a step updates, {lag} "
                      f"behind; truncated importance weights capped at {config.tis_cap:g}")
+    if config.opponent_pool is not None:
+        lines.append(describe_pool(config.opponent_pool))
     if algo.dynamic_sampling:
         lines.append(f"dynamic sampling: groups whose rewards are all equal are dropped and more are generated, "
                      f"at most {algo.max_gen_batches} generation batches a step")

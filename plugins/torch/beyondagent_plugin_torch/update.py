@@ -147,27 +147,35 @@ def episode_arrays(columns: torch.Tensor, episodes: Sequence[Episode]) -> list[A
 
 def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_entropy: bool = False,
                      entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs of each next token (and the entropy of its distribution) under `model`."""
-    # Logits only from the first position any row trains on: the LM head and the log-softmax skip
-    # the prompts. Results are zero-padded back to the batch's width.
+    """Log-probs of each next token (and the entropy of its distribution) under `model`, [rows, width - 1]:
+    column j is position j's prediction of token j + 1; 0 where no row of the batch trains.
+
+    Logits only at the positions some row trains on (column j of `loss_mask`): the LM head and the
+    log-softmax skip the prompts and the env's observations. A game's seat sequence is mostly the board
+    shown between short moves; at SmolLM2's 49k-word vocabulary its full [rows, width, vocab] float32
+    logits (and the copies the backward pass keeps) were most of a micro-batch's memory.
+    """
     width = batch.input_ids.shape[1]
-    trained = batch.loss_mask.bool().any(0).nonzero()
-    start = int(trained[0]) if len(trained) else 0
+    positions = batch.loss_mask.bool().any(0).nonzero().squeeze(-1)
+    if not len(positions):  # nothing trains: one position keeps the pass cheap (its values stay 0)
+        positions = torch.tensor([width - 2], device=batch.input_ids.device)
     # No KV cache: nothing decodes after this pass (and gradient checkpointing refuses one).
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False,
-                   logits_to_keep=width - start).logits[:, :-1, :].float()
-    logprobs = pad_left(grpo.log_probs_from_logits(logits, batch.input_ids[:, start + 1:], temperature=temperature),
-                        start)
+                   logits_to_keep=positions).logits.float()
+    labels = batch.input_ids[:, positions + 1]
+    logprobs = spread(grpo.log_probs_from_logits(logits, labels, temperature=temperature), positions, width - 1)
     entropy = None
     if with_entropy:
         # Without an entropy bonus the entropy is only a metric: keep it out of the autograd graph.
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = pad_left(grpo.entropy_from_logits(logits, temperature=temperature), start)
+            entropy = spread(grpo.entropy_from_logits(logits, temperature=temperature), positions, width - 1)
     return logprobs, entropy
 
 
-def pad_left(values: torch.Tensor, columns: int) -> torch.Tensor:
-    return torch.nn.functional.pad(values, (columns, 0)) if columns else values
+def spread(values: torch.Tensor, positions: torch.Tensor, columns: int) -> torch.Tensor:
+    """[rows, len(positions)] values placed in `columns` columns at `positions`, zeros elsewhere."""
+    out = values.new_zeros((values.shape[0], columns))
+    return out.index_copy(1, positions, values)
 
 
 @torch.no_grad()

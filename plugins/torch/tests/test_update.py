@@ -219,3 +219,43 @@ def test_the_update_weighs_tokens_by_the_trainer_over_the_sampling_policy(lag: f
     assert metrics["rollout_corr/rollout_is_mean"] == pytest.approx(min(math.exp(lag), 2.0), rel=1e-4)
     assert metrics["rollout_corr/rollout_is_ratio_fraction_high"] == (1.0 if lag > math.log(2.0) else 0.0)
     assert metrics["rollout/logprob_diff"] == pytest.approx(abs(lag), rel=1e-4)
+
+
+def test_log_probs_come_only_from_trained_positions_and_equal_the_full_logits() -> None:
+    """`forward_logprobs` asks the LM head for the positions some row trains on (a multi-turn sequence's
+    observations and prompt get none); every trained token's log-prob and entropy equal those of the
+    full [rows, width, vocab] logits, both seats' and turns' alike, with gradients through them."""
+    from beyondagent_plugin_torch import grpo
+    from beyondagent_plugin_torch.update import forward_logprobs
+
+    model, tokenizer = load_policy("tiny")
+    template = ChatTemplate(tokenizer)
+    episodes = []
+    for i in range(3):  # two model turns with a long observation between them, of different lengths
+        sequence = TokenSequence(template)
+        messages = [{"role": "user", "content": f"Which way? {i}"}]
+        sequence.extend(messages)
+        first = [5 + i, 6, 7][: 2 + i % 2]
+        sequence.add_generation(first, [-1.0] * len(first))
+        messages += [{"role": "assistant", "content": tokenizer.decode(first, skip_special_tokens=True)},
+                     {"role": "user", "content": "The board: " + "x o . " * (3 + 4 * i)}]
+        sequence.extend(messages)
+        sequence.add_generation([8, 9 + i], [-1.0, -1.0])
+        episodes.append(Episode(group=0, trajectory=Trajectory(task=Task(f"t{i}")), sequence=sequence))
+    batch = make_batch(episodes, [1.0, -1.0, 0.5], pad_token_id=tokenizer.pad_token_id, device=torch.device("cpu"))
+    kept = batch.loss_mask.bool().any(0)
+    assert kept.sum() < kept.numel() / 2  # most positions are prompts and observations: no logits there
+    asked = []
+    hook = model.lm_head.register_forward_hook(lambda module, inputs, output: asked.append(inputs[0].shape[1]))
+    logprobs, entropy = forward_logprobs(model, batch, 0.7, with_entropy=True)
+    hook.remove()
+    assert asked == [int(kept.sum())]
+    with torch.no_grad():
+        full = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    mask = batch.loss_mask.bool()
+    expected = grpo.log_probs_from_logits(full, batch.input_ids[:, 1:], temperature=0.7)
+    assert torch.allclose(logprobs[mask], expected[mask], atol=1e-5)
+    assert torch.allclose(entropy[mask], grpo.entropy_from_logits(full, temperature=0.7)[mask], atol=1e-5)
+    assert not logprobs[~kept.expand_as(mask)].any()  # nothing trains there: 0
+    (logprobs * batch.loss_mask).sum().backward()
+    assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0

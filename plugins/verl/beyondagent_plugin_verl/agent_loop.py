@@ -229,8 +229,8 @@ class BeyondAgentLoop(AgentLoopBase):
         chats: dict[int, VerlChat] = {}
         llms: dict[int, Any] = {}
 
-        def seat_llm(seat: int) -> Any:
-            """Seat `seat`'s chat: its own token sequence and request id."""
+        def seat_llm(seat: int, seats: int | None = None) -> Any:
+            """Seat `seat`'s chat: its own token sequence and request id (the policy plays every seat)."""
             if seat not in llms:
                 chats[seat] = VerlChat(self.server_manager, self.template, sampling_params, request_id=uuid4().hex,
                                        prompt_length=self.rollout_config.prompt_length,

@@ -303,7 +303,7 @@ async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSetti
             async def one(job: tuple[Task, int]) -> None:
                 nonlocal successes
                 task, index = job
-                first, *others = await runner.run_seats(task, lambda seat: llm)  # one endpoint plays every seat
+                first, *others = await runner.run_seats(task, lambda seat, seats=None: llm)  # one endpoint plays every seat
                 sample = sample_of(task, index, first)
                 record = {"sample": attrs.asdict(sample), "trajectory": first.to_dict()}
                 if others:  # a multi-seat episode: the other seats' on the same line (one line per episode)

@@ -32,9 +32,11 @@ must give the same answer: the state folds in a step once.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Hashable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -255,6 +257,29 @@ def restore_estimator(estimator: Any, state: dict[str, Any] | None, *, who: str)
                          f"estimator {'keeps some' if state is None else 'keeps none'}: resume with the estimator it "
                          "was saved with")
     load(state)
+
+
+ESTIMATOR_FILE = "estimator.json"  # in a checkpoint's step directory: the estimator's state (rae's baselines)
+
+
+def save_estimator(estimator: Any, directory: Path) -> bool:
+    """Write `estimator`'s state into a checkpoint's step `directory` (`ESTIMATOR_FILE`); whether it keeps any."""
+    state = estimator_state(estimator)
+    if state is None:
+        return False
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / ESTIMATOR_FILE).write_text(json.dumps(state, indent=1) + "\n")
+    return True
+
+
+def load_estimator(estimator: Any, directory: Path, *, who: str) -> None:
+    """Restore `estimator` from a checkpoint's step `directory`: a ValueError naming `who` and the file when
+    the file does not fit the estimator (`restore_estimator`) or is not JSON."""
+    saved = directory / ESTIMATOR_FILE
+    try:
+        restore_estimator(estimator, json.loads(saved.read_text()) if saved.exists() else None, who=who)
+    except ValueError as exc:  # a bad JSON file too
+        raise ValueError(f"{exc} ({saved})") from exc
 
 
 def uses_critic(spec: Any) -> bool:

@@ -32,9 +32,10 @@ from beyondagent_core import metric_names, reproduce
 from beyondagent_core.advantages import (
     AdvantageBatch,
     AdvantageError,
+    ESTIMATOR_FILE,
     estimate_finished,
-    estimator_state,
-    restore_estimator,
+    load_estimator,
+    save_estimator,
     scored_episode,
     uses_critic,
 )
@@ -120,7 +121,6 @@ log = get_logger("beyondagent.torch")
 
 GAME_OUTCOMES = ("win", "draw", "loss", "unfinished")  # against an opponent: outcome_metrics
 # What a fresh run moves aside when its run directory holds an earlier training.
-ESTIMATOR_FILE = "estimator.json"  # in a checkpoint's step directory: the estimator's state (rae's baselines)
 TRAINING_OUTPUTS = ("checkpoints", "metrics.jsonl", "samples.jsonl", "episode_errors.jsonl", "report.html",
                     "tensorboard", EPISODES_FILE)
 
@@ -868,9 +868,7 @@ class Trainer:
         """What a checkpoint holds besides the policy: the critic, the estimator's state across steps."""
         if self.critic is not None:
             self.critic.save(staging / CRITIC_DIR)
-        state = estimator_state(self.estimator)
-        if state is not None:
-            (staging / ESTIMATOR_FILE).write_text(json.dumps(state, indent=1) + "\n")
+        save_estimator(self.estimator, staging)
         if self.pool is not None:
             self.pool.save(staging / POOL_DIR)
 
@@ -948,12 +946,12 @@ class Trainer:
         load_training_state(checkpoint, optimizer=self.optimizer, scheduler=self.lr_schedule)
         if self.critic is not None:
             self.critic.load(checkpoint.path / CRITIC_DIR, model_from=self._saved_value_model)
-        saved_state = checkpoint.path / ESTIMATOR_FILE
         try:
-            restore_estimator(self.estimator, json.loads(saved_state.read_text()) if saved_state.exists() else None,
-                              who=f"advantage estimator {self.estimator_name!r} (backend.advantage)")
-        except ValueError as exc:  # a bad JSON file too
-            raise RunError(f"cannot resume from {checkpoint.path}: {exc}", where=str(saved_state)) from exc
+            load_estimator(self.estimator, checkpoint.path,
+                           who=f"advantage estimator {self.estimator_name!r} (backend.advantage)")
+        except ValueError as exc:
+            raise RunError(f"cannot resume from {checkpoint.path}: {exc}",
+                           where=str(checkpoint.path / ESTIMATOR_FILE)) from exc
 
     def _resume_or_start_fresh(self) -> int:
         run_dir = self.run.run_dir

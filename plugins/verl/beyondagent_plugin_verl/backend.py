@@ -32,7 +32,7 @@ import yaml
 from beyondagent_core import reproduce
 from beyondagent_core.context import RunContext, TrainingData
 from beyondagent_core.errors import RunError, SpecError
-from beyondagent_core.jsonl import append_jsonl
+from beyondagent_core.jsonl import append_jsonl, write_jsonl
 from beyondagent_core.logs import get_logger
 from beyondagent_core.metric_names import VAL_EPISODE_ERRORS
 from beyondagent_core.worker_spec import worker_spec
@@ -131,9 +131,12 @@ class VerlBackend:
         self._preflight(composed)
         if resumed_from is not None:
             log.info("verl.resume", checkpoint_step=resumed_from)
-        records = episode_spool.prepare(run.run_dir, resume_step=verl_resume_step(run.run_dir),
+        resume_step = verl_resume_step(run.run_dir)
+        records = episode_spool.prepare(run.run_dir, resume_step=resume_step,
                                         revalidates=bool(config.eval_every and written.val))
         log.info("verl.episode_records", records=records)
+        if resume_step:
+            trim_metrics(run.run_dir, resume_step)
         final = self._launch(run, Path(composed["config"]), venv, steps=written.steps,
                              modules=(TRAINER_MODULE,) if own_trainer(run.spec) else ())
         page = write_run_report(run)
@@ -348,6 +351,19 @@ def check_resume(run: RunContext, config: VerlConfig) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def trim_metrics(run_dir: Path, resumed_step: int) -> int:
+    """The `metrics.jsonl` lines of the steps verl runs again after resuming at `resumed_step` (a run
+    stopped after logging steps it had not checkpointed), dropped; how many. Else a resumed run's file
+    would hold two lines for those steps."""
+    from beyondagent_core.run_records import read_metrics
+
+    lines = read_metrics(run_dir)
+    kept = [line for line in lines if line["step"] <= resumed_step]
+    if len(kept) < len(lines):
+        write_jsonl(Path(run_dir) / METRICS_FILE, kept)
+    return len(lines) - len(kept)
 
 
 def verl_resume_step(run_dir: Path) -> int | None:

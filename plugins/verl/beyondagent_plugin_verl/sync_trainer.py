@@ -28,12 +28,12 @@ which the launcher sets when the spec needs it (`mapping.own_trainer`).
 from __future__ import annotations
 
 import asyncio
-import logging
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from beyondagent_core.advantages import AdvantageBatch, estimate_finished
+from beyondagent_core.advantages import AdvantageBatch, estimate_finished, load_estimator, save_estimator
 from beyondagent_core.metric_names import ADVANTAGE_PREFIX, EXPERIENCE_PREFIX
 from beyondagent_core.runtime.guidance import Guidance
 from beyondagent_core.types import Trajectory
@@ -72,11 +72,23 @@ class BeyondAgentTrainer(PPOTrainerSync):
     def estimator(self) -> Any:
         if self._estimator is None:
             self._estimator = self.runtime().context.advantage_estimator()
-            if hasattr(self._estimator, "state_dict"):  # rae's running baselines
-                logging.getLogger(__name__).warning(
-                    "beyondagent: the advantage estimator keeps state from step to step (backend.advantage); "
-                    "verl's checkpoints do not hold it yet, so a --resume starts it afresh (torch's keep it)")
         return self._estimator
+
+    def step_folder(self) -> Path:
+        """The `global_step_N` folder of verl's checkpoint of this step (verl's layout)."""
+        return Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}"
+
+    def _save_checkpoint(self) -> None:
+        # an estimator's state across steps (rae's baselines) beside verl's: written first, so a checkpoint
+        # verl's tracker names always has it
+        if our_advantages(self.runtime().context.spec):
+            save_estimator(self.estimator(), self.step_folder())
+        super()._save_checkpoint()
+
+    def _load_checkpoint(self) -> None:
+        super()._load_checkpoint()
+        if self.global_steps and our_advantages(self.runtime().context.spec):  # resumed: the state it kept
+            load_estimator(self.estimator(), self.step_folder(), who="the advantage estimator (backend.advantage)")
 
     def guidance(self) -> Guidance | None:
         """The run's experience store and settings (None without an experience block)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from beyondagent_plugin_verl import episode_spool
-from beyondagent_plugin_verl.backend import VerlBackend, verl_resume_step
+from beyondagent_plugin_verl.backend import VerlBackend, trim_metrics, verl_resume_step
 from beyondagent_plugin_verl.config import VerlConfig
 
 from beyondagent_core.episode_records import EPISODES_FILE, EpisodeSampling, episode_record, expand_tokens
@@ -231,3 +231,13 @@ def test_the_trainers_advantages_and_step_values_reach_their_records(tmp_path: P
     assert by_group[("train", 1)]["step_values"] is None
     assert by_group[("val", 0)]["tokens"]["advantages"] is None
     assert not episode_spool.step_dir(tmp_path, 3).exists()
+
+
+def test_a_resumed_run_drops_the_metrics_lines_of_the_steps_verl_runs_again(tmp_path: Path) -> None:
+    # a run stopped after logging step 3 but checkpointing step 2: verl runs step 3 again
+    lines = [{"step": step, "train/reward_mean": step / 10} for step in (1, 2, 3)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert trim_metrics(tmp_path, 2) == 1
+    kept = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in kept] == [1, 2] and kept[1]["train/reward_mean"] == 0.2
+    assert trim_metrics(tmp_path, 2) == 0  # nothing past the checkpoint: the file stays as it is

@@ -281,7 +281,7 @@ def test_both_seats_of_a_self_play_game_train_inside_verl(verl_venv: Any, tiny_m
     data["logging"] = {"episodes": "all"}
     data["backend"] = {"name": "verl", "device": "cpu", "total_steps": 1, "batch_size": 2, "lr": 0.01,
                        "max_new_tokens": 4, "max_prompt_tokens": 1024, "max_response_tokens": 512,
-                       "micro_batch_size": 2, "save_every": 0, "timeout_s": 900,
+                       "micro_batch_size": 2, "save_every": 1, "timeout_s": 900,
                        "advantage": {"name": "rae", "decay": 0.9}}
     data.pop("profiles")
     spec = tmp_path / "spec.yaml"
@@ -298,6 +298,9 @@ def test_both_seats_of_a_self_play_game_train_inside_verl(verl_venv: Any, tiny_m
         trained = [row for row in expand_tokens(record) if row["mask"]]
         assert trained and all(row["logprob"] is not None for row in trained)
         assert f"Player {record['seat']}" in record["turns"][0]["content"]
+    # rae's baselines are in verl's checkpoint, for --resume (sync_trainer's _save_checkpoint)
+    kept = json.loads((run_dir / "checkpoints" / "global_step_1" / "estimator.json").read_text())
+    assert abs(kept["baselines"]["simplenegotiation/seat0"] - line["advantage/baseline/simplenegotiation/seat0"]) < 1e-6
     print(f"\nself-play on verl (CPU): 1 step in {seconds:.0f} s")
 
 

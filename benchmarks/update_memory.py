@@ -10,7 +10,8 @@ moves of `--move` tokens with `--board` observation words between them.
 
 Measured on 2 CPU cores (SmolLM2-135M-Instruct, float32, 4 rows of 1,457 tokens, 64 trained positions):
 the logits were not what filled the memory. Peak 10.2 GB against 10.9 GB (0.93): the rest is the
-attention of 30 layers over 1,457 positions kept for the backward pass (see the README's row).
+30 layers' activations of 5.8k tokens kept for the backward pass; with `--gradient-checkpointing`
+3.5 GB against 4.4 GB (0.79), a third of the memory without it.
 
     python benchmarks/update_memory.py --model smollm2-135m-instruct     # prints trained_vs_full_memory: X.XX
     python benchmarks/update_memory.py                                    # tiny: the check runs in seconds

@@ -144,3 +144,20 @@ def test_pool_refusals_and_dry_run(run_spec, test_envs, tmp_path: Path) -> None:
     assert "backend.opponent_pool" in str(error.value)
     plan = run_spec(pool_spec(tmp_path, "plan", size=3, refresh_every=4, games=0.25), dry_run=True).plan.backend
     assert "the 3 newest snapshots" in plan and "one every 4 steps" in plan and "25% of the task groups" in plan
+
+
+def test_with_lora_a_snapshot_keeps_the_adapters_and_resumes(run_spec, test_envs, tmp_path: Path) -> None:
+    """A LoRA policy's snapshot is its adapters (the frozen base is the same in every entry): only those
+    are saved, and a resumed run plays the same games against them."""
+    lora = ("model.lora.rank=4", "model.lora.alpha=8", "backend.lr=0.05")
+    whole = run_spec(pool_spec(tmp_path, "whole"), "backend.total_steps=2", *lora)
+    snapshot = torch.load(whole.run_dir / "checkpoints" / "step_000002" / "opponent_pool" / "step_1.pt",
+                          weights_only=True)
+    assert snapshot and all("lora_" in name for name in snapshot)
+    assert any(t.abs().sum() > 0 for name, t in snapshot.items() if "lora_B" in name)  # after step 1: B trained
+    run_spec(pool_spec(tmp_path, "resumed"), "backend.total_steps=1", *lora)
+    resumed = read_metrics(run_spec(pool_spec(tmp_path, "resumed"), "backend.total_steps=2", *lora,
+                                    resume=True).run_dir)[-1]
+    expected = read_metrics(whole.run_dir)[-1]
+    for key in ("pool/elo", "actor/pg_loss", "train/reward_mean"):
+        assert resumed[key] == pytest.approx(expected[key], rel=1e-5, abs=1e-7), key

@@ -469,8 +469,8 @@ class Trainer:
         check_finite(step, self.model, actor)
         if pipeline is not None:
             pipeline.advance()
-        pool_metrics = self.pool_games(step, generated_episodes) if self.pool is not None else {}
         update_seconds = time.perf_counter() - update_started
+        pool_metrics = self.pool_games(step, generated_episodes) if self.pool is not None else {}
         self.write_samples(metrics_log, step, "train", generated_episodes)
         experience_metrics = self.learn_from(step, generated_episodes) if self.guidance is not None else {}
         step_seconds = time.perf_counter() - started

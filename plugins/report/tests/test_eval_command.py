@@ -199,3 +199,56 @@ def test_a_self_play_eval_reports_each_seat(openai_server: Any, tmp_path: Path) 
     again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and json.loads((tmp_path / "eval" / "eval.json").read_text())["by_seat"] == seats
     assert len((tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()) == 6  # resumed: nothing re-run
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("beyondagent_plugin_textarena"),
+                    reason="needs beyondagent-plugin-textarena")
+def test_head_to_head_the_model_plays_one_seat_and_the_opponent_the_other(openai_server: Any, tmp_path: Path) -> None:
+    """Nim in self-play with an opponent (`--opponent-model`, a second endpoint): in sample i of a task the
+    model plays seat i mod 2 and the opponent the other; the numbers are the model's (one seat a game),
+    elo_vs_opponent follows its score, and each endpoint was asked only for its own seat's moves."""
+    import re
+
+    from beyondagent_core.testing.openai_server import ScriptedOpenAIServer
+
+    def take_one(body: dict[str, Any]) -> str:
+        board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
+        sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
+        return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
+
+    openai_server.responder = take_one
+    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch,advantages"}
+    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    with ScriptedOpenAIServer(take_one) as rival:
+        command = [sys.executable, "-m", "beyondagent_core.cli", "eval",
+                   str(ROOT / "examples" / "selfplay_tictactoe.yaml"), f"run.output_dir={tmp_path / 'runs'}",
+                   "tasks.val.game=nim", "tasks.val.opponent=null", "tasks.val.count=3", "workflow.max_turns=20",
+                   "--model", "policy", "--base-url", openai_server.base_url, "--opponent-model", "earlier",
+                   "--opponent-base-url", rival.base_url, "--k", "2", "--out", str(tmp_path / "eval")]
+        proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        asked = {name: sum("Reply with OK" not in json.dumps(r) for r in server.requests)  # less the check
+                 for name, server in (("model", openai_server), ("rival", rival))}
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert result["opponent"].startswith("endpoint earlier at http://127.0.0.1")
+    summary = result["summary"]
+    assert summary["episodes"] == 3 * 2  # the model's seat of each game only
+    assert summary["win_rate"] + summary["loss_rate"] == pytest.approx(1.0)
+    score = summary["win_rate"]
+    edge = 0.5 / 6
+    expected = 400 * __import__("math").log10(min(max(score, edge), 1 - edge) / (1 - min(max(score, edge), 1 - edge)))
+    assert summary["elo_vs_opponent"] == pytest.approx(expected)
+    lines = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    assert len(lines) == 6
+    for line in lines:  # sample i: the model on seat i mod 2, the opponent's seat kept apart
+        index = line["sample"]["index"]
+        assert line["sample"]["seat"] == index % 2 and "other_seats" not in line
+        assert [seat["seat"] for seat in line["opponent_seats"]] == [1 - index % 2]
+    # each endpoint was asked for exactly its own seats' moves
+    turns = {"model": sum(moves(line["trajectory"]) for line in lines),
+             "rival": sum(moves(seat) for line in lines for seat in line["opponent_seats"])}
+    assert asked == turns and turns["rival"] > 0
+
+
+def moves(trajectory: dict[str, Any]) -> int:
+    return sum(1 for turn in trajectory["turns"] if turn["role"] == "assistant")

@@ -82,3 +82,25 @@ def test_against_the_opponent_pool_only_the_policys_seat_is_trained(run_spec: An
     step = next(line for line in lines if line.get("step") == 1)
     won = sum(r["score"] > 0.5 for r in train)  # the policy's reward above the snapshot's
     assert step["pool/games"] == 4 and step["pool/win_rate"] == won / 4
+
+
+@pytest.mark.beyondagent_plugins("textarena", "torch", "mixers", "advantages")
+def test_eval_head_to_head_against_a_checkpoint(tmp_path: Path) -> None:
+    # `tiny` against `tiny`, greedy: neither can spell a move, so the opener loses on its third malformed
+    # reply; the model opens sample 0 (seat 0) and answers in sample 1 (seat 1): it wins exactly half
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch,advantages"}
+    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "eval", str(SELFPLAY),
+                           f"run.output_dir={tmp_path / 'runs'}", "tasks.val.opponent=null", "tasks.val.count=2",
+                           "--checkpoint", "tiny", "--opponent-checkpoint", "tiny", "--k", "2", "--temperature", "0",
+                           "--out", str(tmp_path / "eval")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "eval" / "eval.json").read_text())
+    assert result["opponent"].startswith("checkpoint ") and "against checkpoint" in proc.stdout
+    assert result["by_seat"]["seat 0"]["loss_rate"] == 1.0 and result["by_seat"]["seat 1"]["win_rate"] == 1.0
+    assert result["summary"]["win_rate"] == 0.5 and result["summary"]["elo_vs_opponent"] == 0.0

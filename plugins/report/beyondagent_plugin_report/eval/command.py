@@ -2,6 +2,7 @@
 
     beyondagent eval SPEC [KEY=VALUE ...] --checkpoint runs/quickstart [--split val] [--k 8]
     beyondagent eval SPEC --model qwen2.5-7b --base-url http://gpu-box:8000/v1 --k 8
+    beyondagent eval SPEC --checkpoint runs/x --opponent-checkpoint runs/x/checkpoints/step_000010/model
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> Any:
     parser.add_argument("--base-url", help="the endpoint's URL, e.g. http://127.0.0.1:8000/v1 (with --model)")
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY",
                         help="the environment variable holding the endpoint's key (default OPENAI_API_KEY)")
+    rival = parser.add_mutually_exclusive_group()
+    rival.add_argument("--opponent-checkpoint", metavar="PATH",
+                       help="head to head: this checkpoint plays the other seats of each multi-seat game (an "
+                            "earlier checkpoint of the run, say); the numbers are the model's, elo_vs_opponent its edge")
+    rival.add_argument("--opponent-model", metavar="NAME",
+                       help="head to head: the model at an OpenAI-compatible endpoint that plays the other seats")
+    parser.add_argument("--opponent-base-url", help="the opponent endpoint's URL (with --opponent-model)")
+    parser.add_argument("--opponent-api-key-env", default="OPENAI_API_KEY",
+                        help="the environment variable holding the opponent endpoint's key (default OPENAI_API_KEY)")
     parser.add_argument("--split", choices=SPLITS, default="val", help="which tasks (default: val)")
     parser.add_argument("--k", type=number(int, ge=1, le=K_MAX), default=8,
                         help=f"samples per task (default 8, at most {K_MAX})")
@@ -72,18 +82,46 @@ def run_eval_command(args: argparse.Namespace) -> int:
                                                           api_key_env=args.api_key_env))
     session = pipeline.prepare(args.spec, overrides, manager=manager, profile=args.profile)
     configure_logging(verbose=args.verbose, level=session.spec.logging.level)
-    out = Path(args.out) if args.out else evaluation.eval_dir(session, settings, model)
+    opponent = _opponent(args, session)
+    out = Path(args.out) if args.out else evaluation.eval_dir(session, settings, model, opponent)
     if args.dry_run:
         tasks = evaluation.load_split(session, settings.split, settings.limit)
         done = evaluation.read_done(out / evaluation.EPISODES_FILE, repair=False)
-        print(f"would evaluate {model.describe()} on {len(tasks)} tasks of tasks.{settings.split} x k={settings.k} "
-              f"(temperature {settings.temperature}); {len(done)} episodes already done in {out}")
+        against = f" against {opponent.model.describe()}" if opponent is not None else ""
+        print(f"would evaluate {model.describe()}{against} on {len(tasks)} tasks of tasks.{settings.split} x "
+              f"k={settings.k} (temperature {settings.temperature}); {len(done)} episodes already done in {out}")
         if model.checkpoint is not None and not model.checkpoint.exists():
             print(f"the verl checkpoint would first be merged into {model.checkpoint} (verl's model merger, once)")
         return 0
-    result = evaluation.evaluate(session, settings, model, out=out)
+    result = evaluation.evaluate(session, settings, model, out=out, opponent=opponent)
     print_summary(result)
     return 0
+
+
+def _opponent(args: argparse.Namespace, session: Any) -> Any:
+    """The head-to-head opponent the arguments name (None: none): a checkpoint is served from a copy of
+    the spec whose `model.path` is that checkpoint."""
+    from beyondagent_plugin_report.eval import evaluation
+    from beyondagent_core import pipeline
+    from beyondagent_core.llm import LLMConfig
+
+    if args.opponent_checkpoint:
+        found = evaluation.resolve_checkpoint(args.opponent_checkpoint, merge=not args.dry_run,
+                                              registry=session.registry).resolve()
+        rival = pipeline.prepare(args.spec, [*args.overrides, f"model.path={found}"], manager=session.manager,
+                                 profile=args.profile)
+        return evaluation.Opponent(evaluation.ModelChoice(checkpoint=found), rival.spec)
+    if args.opponent_model:
+        url = args.opponent_base_url
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise evaluation.EvalError(f"--opponent-base-url must be an http(s):// URL, got {url!r}",
+                                       where="--opponent-base-url", hint="e.g. --opponent-base-url http://127.0.0.1:8001/v1")
+        return evaluation.Opponent(evaluation.ModelChoice(endpoint=LLMConfig(
+            model=args.opponent_model, base_url=url, api_key_env=args.opponent_api_key_env)))
+    if args.opponent_base_url:
+        raise evaluation.EvalError("--opponent-base-url needs --opponent-model (the model's name there)",
+                                   where="--opponent-base-url", hint="add --opponent-model NAME")
+    return None
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -103,7 +141,8 @@ def print_summary(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     summary = result["summary"]
-    table = Table(title=f"{result['model']}: tasks.{result['settings']['split']}, k={result['settings']['k']}")
+    against = f" against {result['opponent']}" if result.get("opponent") else ""
+    table = Table(title=f"{result['model']}{against}: tasks.{result['settings']['split']}, k={result['settings']['k']}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("95% CI", justify="right")

@@ -8,6 +8,13 @@ directory, so an interrupted eval resumes where it stopped; the directory's name
 what decides the numbers (model, split, k, temperature, task limit, the spec's tasks, env,
 workflow and judges), so changing any of them starts a new one. `eval.json` and `eval.html` hold
 the summary (`beyondagent_plugin_report.eval.stats`), per origin and per task.
+
+Head to head (`--opponent-checkpoint`, `--opponent-model`): in a multi-seat game (self-play, `env.opponent:
+self`) the model plays seat i mod seats of its i-th sample of a task and the opponent every other seat,
+so over k samples it plays each side; the numbers are the model's (win/draw/loss rates and
+`elo_vs_opponent`, the Elo the games give it above the opponent: an earlier checkpoint, say), the
+opponent's seats are kept on the same line of `episodes.jsonl` (`opponent_seats`). One-seat episodes
+are the model's as always.
 """
 
 from __future__ import annotations
@@ -121,11 +128,26 @@ def backend_checkpoint(root: Path, *, merge: bool, registry: Any) -> Path | None
     return None
 
 
-def eval_dir(session: Session, settings: EvalSettings, model: ModelChoice) -> Path:
+@attrs.frozen
+class Opponent:
+    """The other side of a head-to-head eval: `model`, served from `spec` (the eval's spec with its
+    `model.path` at the opponent's checkpoint; None for an endpoint)."""
+
+    model: ModelChoice
+    spec: Any = None
+
+    def plays(self, seat: int, seats: int | None, index: int) -> bool:
+        """Whether the opponent plays `seat` of sample `index`'s episode of `seats` (None: unsaid)."""
+        return seats is not None and seats > 1 and seat != index % seats
+
+
+def eval_dir(session: Session, settings: EvalSettings, model: ModelChoice, opponent: Opponent | None = None) -> Path:
     resolved = session.spec.redacted()
     kept = attrs.asdict(settings, filter=lambda attribute, value: attribute.name != "concurrency")
     decided = {"model": model.describe(), "settings": kept,
                "spec": {key: resolved.get(key) for key in SPEC_KEYS}}
+    if opponent is not None:
+        decided["opponent"] = opponent.model.describe()
     digest = hashlib.sha256(json.dumps(decided, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return run_dir_of(session.spec) / "eval" / f"{settings.split}-k{settings.k}-{digest}"
 
@@ -212,7 +234,7 @@ async def check_endpoint(llm: ChatLLM, model: ModelChoice) -> None:
 
 
 def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, out: Path | None = None,
-             show_progress: bool = True) -> dict[str, Any]:
+             show_progress: bool = True, opponent: Opponent | None = None) -> dict[str, Any]:
     """Run the eval (resuming), write eval.json and eval.html, return eval.json's content."""
     from beyondagent_plugin_report.eval.page import write_page
 
@@ -220,7 +242,7 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
     tasks = load_split(session, settings.split, settings.limit)
     if not tasks:
         raise SpecError(f"tasks.{settings.split} has no tasks", where=f"{spec.path}, key tasks.{settings.split}")
-    out = out or eval_dir(session, settings, model)
+    out = out or eval_dir(session, settings, model, opponent)
     out.mkdir(parents=True, exist_ok=True)
     episodes_path = out / EPISODES_FILE
     done = read_done(episodes_path)
@@ -233,7 +255,8 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
     try:
         if to_run:
             jobs = pending(tasks, settings.k, done)
-            asyncio.run(_run_jobs(context, model, settings, jobs, to_run, episodes_path, show_progress))
+            asyncio.run(_run_jobs(context, model, settings, jobs, to_run, episodes_path, show_progress,
+                                  opponent=opponent))
     finally:
         context.close()
     records = read_done(episodes_path)
@@ -248,6 +271,7 @@ def evaluate(session: Session, settings: EvalSettings, model: ModelChoice, *, ou
         by_task.setdefault(sample.task_id, []).append(sample)
     result = {
         "model": model.describe(), "spec": str(spec.path), "settings": attrs.asdict(settings),
+        **({"opponent": opponent.model.describe()} if opponent is not None else {}),
         "summary": summarize(samples, settings.k, seed=settings.seed),
         "by_origin": by_origin(samples, settings.k, seed=settings.seed),
         "by_group": by_group(samples, settings.k, seed=settings.seed),
@@ -281,7 +305,8 @@ async def run_pool(jobs: Iterator[T], run: Callable[[T], Awaitable[None]], worke
 
 
 async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSettings,
-                    jobs: Iterator[tuple[Task, int]], total: int, episodes_path: Path, show_progress: bool) -> None:
+                    jobs: Iterator[tuple[Task, int]], total: int, episodes_path: Path, show_progress: bool,
+                    opponent: Opponent | None = None) -> None:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -291,10 +316,19 @@ async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSetti
     )
 
     runner = context.episode_runner()
-    with serve_model(context, model) as served:
+    with contextlib.ExitStack() as stack:
+        served = stack.enter_context(serve_model(context, model))
         if model.endpoint is not None:
             await check_endpoint(served, model)
         llm = SamplingDefaults(served, settings.temperature)
+        rival = None
+        if opponent is not None:
+            rival_context = context if opponent.spec is None else RunContext(
+                spec=opponent.spec, info=context.info, manager=context.manager)
+            rival_served = stack.enter_context(serve_model(rival_context, opponent.model))
+            if opponent.model.endpoint is not None:
+                await check_endpoint(rival_served, opponent.model)
+            rival = SamplingDefaults(rival_served, settings.temperature)
         with Progress(TextColumn("[bold]eval"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("{task.fields[info]}"), disable=not show_progress) as progress:
             bar = progress.add_task("eval", total=total, info="")
@@ -303,12 +337,23 @@ async def _run_jobs(context: RunContext, model: ModelChoice, settings: EvalSetti
             async def one(job: tuple[Task, int]) -> None:
                 nonlocal successes
                 task, index = job
-                first, *others = await runner.run_seats(task, lambda seat, seats=None: llm)  # one endpoint plays every seat
+                theirs: set[int] = set()  # the opponent's seats (head to head), once the workflow says how many
+
+                def seat_llm(seat: int, seats: int | None = None) -> Any:
+                    if rival is not None and seats is not None:
+                        theirs.update(k for k in range(seats) if opponent.plays(k, seats, index))
+                    return rival if seat in theirs else llm  # without an opponent one model plays every seat
+
+                trajectories = await runner.run_seats(task, seat_llm)
+                rivals = [t for t in trajectories if (t.seat or 0) in theirs]
+                first, *others = [t for t in trajectories if (t.seat or 0) not in theirs] or trajectories
                 sample = sample_of(task, index, first)
                 record = {"sample": attrs.asdict(sample), "trajectory": first.to_dict()}
                 if others:  # a multi-seat episode: the other seats' on the same line (one line per episode)
                     record["other_seats"] = [{"sample": attrs.asdict(sample_of(task, index, t)),
                                               "trajectory": t.to_dict()} for t in others]
+                if rivals:  # head to head: the opponent's seats, kept out of the numbers
+                    record["opponent_seats"] = [t.to_dict() for t in rivals]
                 append_jsonl(episodes_path, [record])
                 successes += sample.success
                 progress.update(bar, advance=1, info=f"success {successes}")

@@ -16,7 +16,8 @@ def _number(value: Any) -> str:
 
 
 def _headline(summary: dict[str, Any]) -> list[str]:
-    names = [key for key in summary if "@" in key and not key.endswith("_ci95")]
+    names = [key for key in summary if ("@" in key or key.endswith("_rate") or key == "elo_vs_opponent")
+             and not key.endswith("_ci95")]
     cells = []
     for name in names:
         low, high = summary.get(f"{name}_ci95", (None, None))
@@ -32,7 +33,9 @@ def write_page(result: dict[str, Any], path: Path) -> None:
     settings = result["settings"]
     parts = [f"<!doctype html><meta charset=utf-8><title>eval: {html.escape(result['model'])}</title>",
              f"<style>{STYLE}</style>", "<h1>Evaluation</h1>",
-             f"<p>{html.escape(result['model'])} on <code>tasks.{html.escape(settings['split'])}</code> of "
+             f"<p>{html.escape(result['model'])}"
+             + (f" against {html.escape(result['opponent'])} (the model's seats' numbers)" if result.get("opponent") else "")
+             + f" on <code>tasks.{html.escape(settings['split'])}</code> of "
              f"<code>{html.escape(result['spec'])}</code>: k={settings['k']}, temperature {settings['temperature']}. "
              "Intervals are 95% bootstrap intervals over tasks.</p>",
              "<h2>Summary</h2><table><tr><th>metric</th><th>value</th></tr>", *_headline(result["summary"]), "</table>"]

@@ -3,6 +3,7 @@
     python benchmarks/selfplay_curve.py                              # tiny, the example as it is
     python benchmarks/selfplay_curve.py --profile smollm2 --steps 40
     python benchmarks/selfplay_curve.py --run-dir runs/selfplay_tictactoe_smollm2   # plot a finished run
+    python benchmarks/selfplay_curve.py --profile pool --steps 10    # half the games against earlier selves
 
 The run is examples/selfplay_tictactoe.yaml (`env.opponent: self`: the policy plays both seats and both
 are trained, `rae` advantages), in a fresh child process, or the run directory given. At every
@@ -11,6 +12,7 @@ and the curve is its win, draw and loss rates; the training side is each seat's 
 self-play (zero-sum: they sum to about 1, less what games cut short lose). The peer, measured in the same
 run: a random legal move in the policy's place on the same val games (seeds, seats, opponent). A PNG
 (`--out`) and the last line `selfplay_val_win_rate: <first> -> <last> (<gain>); ratio_vs_random_player: X`.
+With an opponent pool (`--profile pool`) a third panel is the policy's Elo over the pool's snapshots.
 """
 
 from __future__ import annotations
@@ -75,7 +77,9 @@ def plot(run_dir: Path, path: Path, peer: dict[str, float]) -> None:
     import matplotlib.pyplot as plt
 
     val = [r for r in rows(run_dir) if "val/win_rate" in r]
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    pool = [r for r in rows(run_dir) if "pool/elo" in r]  # --profile pool: games against earlier snapshots
+    figure, panels = plt.subplots(1, 3 if pool else 2, figsize=(16.5 if pool else 11, 4))
+    left, right = panels[0], panels[1]
     for name, colour in (("win", "tab:green"), ("draw", "tab:grey"), ("loss", "tab:red")):
         left.plot([r["step"] for r in val], [r[f"val/{name}_rate"] for r in val], marker="o", color=colour,
                   label=f"{name} rate")
@@ -89,6 +93,17 @@ def plot(run_dir: Path, path: Path, peer: dict[str, float]) -> None:
         right.plot(steps, [seats[s][seat] for s in steps], label=f"seat {seat}", alpha=0.8)
     right.set(title="self-play: each seat's mean reward (training)", xlabel="training step", ylim=(-0.02, 1.02))
     right.legend()
+    if pool:
+        elo = panels[2]
+        steps = [r["step"] for r in pool]
+        elo.plot(steps, [r["pool/elo"] for r in pool], marker="o", label="policy")
+        elo.plot(steps, [r["pool/elo_best_snapshot"] for r in pool], marker=".", color="tab:grey",
+                 label="best snapshot in the pool")
+        won = elo.twinx()
+        won.bar(steps, [r.get("pool/win_rate", 0.0) for r in pool], alpha=0.2, color="tab:green")
+        won.set(ylim=(0, 1), ylabel="share of the step's pool games won (bars)")
+        elo.set(title="Elo over the opponent pool (training)", xlabel="training step", ylabel="Elo")
+        elo.legend(loc="upper left")
     figure.suptitle(run_dir.name)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -121,6 +136,12 @@ def main() -> None:
     print(f"figure: {args.out}")
     print(f"a random player in the policy's place (same games, seats and opponent, 200 plays each): "
           f"{peer['win']:.3f} / {peer['draw']:.3f} / {peer['loss']:.3f}")
+    pool = [r for r in rows(run_dir) if "pool/elo" in r]
+    if pool:
+        print("games against the opponent pool, step: policy Elo / best snapshot's / won")
+        for r in pool:
+            print(f"  {r['step']:>4}: {r['pool/elo']:.0f} / {r['pool/elo_best_snapshot']:.0f} / "
+                  f"{r.get('pool/win_rate', 0.0):.3f} of {r['pool/games']:.0f}")
     first, last = val[0]["val/win_rate"], val[-1]["val/win_rate"]
     print(f"selfplay_val_win_rate: {first:.3f} -> {last:.3f} ({last - first:+.3f}); "
           f"ratio_vs_random_player: {last / max(peer['win'], 1e-9):.2f}")

@@ -126,8 +126,10 @@ class ChatScheduler:
         self.device_turn = device_turn
         self.stats = GenerationStats()
         self.kv = SessionCache(kv_cache_tokens)
-        # A prefill needs the logits of its last position only: not [rows, prompt, vocab] of them.
-        parameters = inspect.signature(type(model).forward).parameters
+        # A prefill needs the logits of its last position only: not [rows, prompt, vocab] of them. A LoRA
+        # policy (peft) takes the base model's keywords through **kwargs: its signature is the base's.
+        base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+        parameters = inspect.signature(type(base).forward).parameters
         self._last_logits_only = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
         # transformers >= 5.2x calls the KV cache `cache` (and warns on every model call that still
         # says `past_key_values`); older releases know only `past_key_values`

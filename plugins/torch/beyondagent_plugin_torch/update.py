@@ -157,7 +157,8 @@ def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_
     """
     width = batch.input_ids.shape[1]
     positions = batch.loss_mask.bool().any(0).nonzero().squeeze(-1)
-    if not len(positions):  # nothing trains: one position keeps the pass cheap (its values stay 0)
+    nothing = not len(positions)
+    if nothing:  # nothing trains: one position keeps the pass (and its graph) cheap; its values are zeroed below
         positions = torch.tensor([width - 2], device=batch.input_ids.device)
     # No KV cache: nothing decodes after this pass (and gradient checkpointing refuses one).
     logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, use_cache=False,
@@ -169,6 +170,8 @@ def forward_logprobs(model: Any, batch: TrainBatch, temperature: float, *, with_
         # Without an entropy bonus the entropy is only a metric: keep it out of the autograd graph.
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = spread(grpo.entropy_from_logits(logits, temperature=temperature), positions, width - 1)
+    if nothing:
+        logprobs, entropy = logprobs * 0, None if entropy is None else entropy * 0
     return logprobs, entropy
 
 

@@ -173,3 +173,15 @@ def test_a_react_subclass_that_changes_run_is_played_by_its_run() -> None:
     assert not plays_seats(Scripted()) and plays_seats(Opening()) and plays_seats(ReactWorkflow())
     got = asyncio.run(EpisodeRunner(Scripted(), lambda: Race()).run_seats(Task("t"), lambda seat, seats=None: ScriptedLLM([])))
     assert [(t.reward.reason, t.seat) for t in got] == [("its own run", None)]
+
+
+def test_a_backends_seat_llm_that_takes_only_the_seat_still_plays_every_seat() -> None:
+    # written before workflows said how many seats an episode has: its one model plays them all
+    from beyondagent_core.runtime.seats import told_seats
+
+    llms = {0: ScriptedLLM(["a b c", "d"]), 1: ScriptedLLM(["x", "y z"])}
+    runner = EpisodeRunner(ReactWorkflow(ReactConfig(max_turns=5)), lambda: Race())
+    zero, one = asyncio.run(runner.run_seats(Task("race-1"), lambda seat: llms[seat]))
+    assert (zero.error, one.error) == (None, None) and (zero.reward.score, one.reward.score) == (1.0, 0.0)
+    keyword = lambda seat, seats=None: seats  # noqa: E731 - the current form is passed through as it is
+    assert told_seats(keyword) is keyword and told_seats(lambda seat: seat)(3, seats=2) == 3

@@ -27,7 +27,7 @@ from beyondagent_core.logs import get_logger
 from beyondagent_core.protocols import ChatLLM, Env, EnvOpener, Judge, Workflow
 from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
 from beyondagent_core.returns import ReturnError, awaited, check_trajectory, class_name
-from beyondagent_core.runtime.seats import SeatLLM
+from beyondagent_core.runtime.seats import SeatLLM, told_seats
 from beyondagent_core.secrets import redact
 from beyondagent_core.types import Reward, Task, Trajectory, Turn
 
@@ -71,6 +71,7 @@ class EpisodeRunner:
         `run` overrides the class that gave it `run_seats`: `plays_seats`) plays one, as `run` does, with
         `seat_llm(0, seats=1)`. A failure gives each seat that had a chat an error record (seat
         None when only seat 0 had one: a one-seat episode, as far as anyone can tell)."""
+        seat_llm = told_seats(seat_llm)
         if not plays_seats(self.workflow):
             return [await self.run(task, seat_llm(0, seats=1))]
         play = self.workflow.run_seats

@@ -21,6 +21,7 @@ calls `run`, and there a multi-seat env is refused with `MultiSeatRefused`, whic
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -34,6 +35,18 @@ SeatLLM = Callable[..., ChatLLM]
 
 class MultiSeatRefused(RuntimeError):
     """A multi-seat env was played by a workflow or backend that plays one seat."""
+
+
+def told_seats(seat_llm: SeatLLM) -> SeatLLM:
+    """`seat_llm` as workflows call it, `seat_llm(k, seats=n)`, also when a backend's takes only the seat
+    (one written before `seats` existed: its policy plays every seat, as it did)."""
+    try:
+        parameters = inspect.signature(seat_llm).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: assume the current form
+        return seat_llm
+    if any(p.name == "seats" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return seat_llm
+    return lambda seat, seats=None: seat_llm(seat)
 
 
 def seats_in(info: Mapping[str, Any] | None, where: str = "reset()") -> int:

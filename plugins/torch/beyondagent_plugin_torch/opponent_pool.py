@@ -3,7 +3,7 @@
 A policy trained only against its current self can chase its own tail (it learns to beat the newest
 opponent and forgets how to beat older ones); playing some games against frozen snapshots of its past
 keeps it honest (fictitious self-play: OpenAI Five's past selves, AlphaStar's league, at a small scale).
-With `backend.opponent_pool` (config.py's `OpponentPoolSettings`):
+With `backend.opponent_pool` (config.py's `OpponentPoolSettings`, the `settings` here):
 
 - the pool starts with the starting policy and takes a snapshot after every `refresh_every` updates,
   keeping the `size` newest (the oldest entry's weights are overwritten in place);
@@ -37,8 +37,8 @@ import torch
 
 from beyondagent_core import metric_names as m
 from beyondagent_core.types import Task
-from beyondagent_plugin_torch.config import OpponentPoolSettings
 from beyondagent_plugin_torch.generation import ChatScheduler
+from beyondagent_plugin_torch.seeds import episode_seed
 
 ELO_K = 32.0
 START_RATING = 1000.0
@@ -87,7 +87,7 @@ class Opponent:
 class OpponentPool:
     """The pool of one run: its entries, who plays whom each step, the Elo ratings."""
 
-    def __init__(self, settings: OpponentPoolSettings, *, rollout_model: Any, trained: set[str],
+    def __init__(self, settings: Any, *, rollout_model: Any, trained: set[str],
                  make_scheduler: Callable[[Any], ChatScheduler], seed: int):
         self.settings = settings
         self.rollout_model = rollout_model  # the weights the policy samples with, refreshed after each update
@@ -130,8 +130,6 @@ class OpponentPool:
     def opponents(self, step: int, jobs: Sequence[tuple[int, Task]], *extra: object) -> list[Opponent | None]:
         """Each job's opponent (None: self-play): a group plays the pool with probability `games`, all its
         games against one entry; `extra` tells a step's extra generation batches apart."""
-        from beyondagent_plugin_torch.rollout import episode_seed
-
         drawn: dict[int, PoolEntry | None] = {}
         games: dict[int, int] = {}
         opponents: list[Opponent | None] = []
@@ -193,7 +191,7 @@ class OpponentPool:
             self.entries.append(PoolEntry(int(saved["step"]), model, self.make_scheduler(model),
                                           float(saved["rating"])))
 
-def describe_pool(settings: OpponentPoolSettings) -> str:
+def describe_pool(settings: Any) -> str:
     """The `--dry-run` line of `backend.opponent_pool`."""
     return (f"opponent pool: the {settings.size} newest snapshots of the policy (the starting one first, then one "
             f"every {settings.refresh_every} steps) play the other seats of {settings.games:.0%} of the task groups' "

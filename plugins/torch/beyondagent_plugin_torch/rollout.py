@@ -16,7 +16,6 @@ own scheduler and left out: only the policy's seats come back, each with the opp
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +28,9 @@ from beyondagent_core.types import Task, Trajectory
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
 from beyondagent_plugin_torch.opponent_pool import Opponent, game_score
 from beyondagent_plugin_torch.policy_chat import PolicyChat
+from beyondagent_plugin_torch.seeds import episode_seed
+
+__all__ = ["Episode", "episode_seed", "rollout"]  # episode_seed: where the trainer and tests import it from
 
 
 @attrs.define
@@ -74,11 +76,6 @@ class Episode:
     @property
     def trainable(self) -> bool:
         return self.trajectory.error is None and self.generated_tokens > 0
-
-
-def episode_seed(*parts: object) -> int:
-    digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
 async def rollout(jobs: Sequence[tuple[int, Task]], *, runner: EpisodeRunner, scheduler: ChatScheduler,

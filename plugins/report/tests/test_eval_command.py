@@ -30,6 +30,21 @@ def beyondagent(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+def take_one(body: dict[str, Any]) -> str:
+    """A Nim player (the endpoints' scripted replies): one object from the first pile that has some."""
+    import re
+
+    board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
+    sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
+    return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
+
+
+def textarena_env() -> dict[str, str]:
+    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch,advantages"}
+    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    return env
+
+
 def eval_args(server: Any, out: Path, *extra: str) -> list[str]:
     return ["eval", str(QUICKSTART), f"run.output_dir={out / 'runs'}", "tasks.val.count=6", "--model", "policy",
             "--base-url", server.base_url, "--k", "3", "--out", str(out / "eval"), *extra]
@@ -145,13 +160,6 @@ def test_an_endpoints_credentials_are_written_in_no_file_of_the_eval(openai_serv
 def test_against_an_opponent_the_eval_reports_win_draw_and_loss(openai_server: Any, tmp_path: Path) -> None:
     """Nim against the env's random opponent, the endpoint always taking one object from the first pile
     that has some: each game ends in a win or a loss, and the eval says how many of each."""
-    import re
-
-    def take_one(body: dict[str, Any]) -> str:
-        board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
-        sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
-        return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
-
     openai_server.responder = take_one
     spec = ROOT / "examples" / "textarena_hanoi.yaml"
     env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch"}
@@ -173,16 +181,8 @@ def test_a_self_play_eval_reports_each_seat(openai_server: Any, tmp_path: Path) 
     """Nim in self-play (`env.opponent: self`): the endpoint plays both seats of each game, a line of
     episodes.jsonl holds the game's two seats, and the eval reports each seat's win rate (the two add up
     to 1: one game, one winner) besides the headline over both."""
-    def take_one(body: dict[str, Any]) -> str:
-        import re
-
-        board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
-        sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
-        return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
-
     openai_server.responder = take_one
-    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch,advantages"}
-    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    env = textarena_env()
     command = [sys.executable, "-m", "beyondagent_core.cli", "eval", str(ROOT / "examples" / "selfplay_tictactoe.yaml"),
                f"run.output_dir={tmp_path / 'runs'}", "tasks.val.game=nim", "tasks.val.opponent=null",
                "tasks.val.count=3", "workflow.max_turns=20", "--model", "policy", "--base-url",
@@ -207,18 +207,10 @@ def test_head_to_head_the_model_plays_one_seat_and_the_opponent_the_other(openai
     """Nim in self-play with an opponent (`--opponent-model`, a second endpoint): in sample i of a task the
     model plays seat i mod 2 and the opponent the other; the numbers are the model's (one seat a game),
     elo_vs_opponent follows its score, and each endpoint was asked only for its own seat's moves."""
-    import re
-
     from beyondagent_core.testing.openai_server import ScriptedOpenAIServer
 
-    def take_one(body: dict[str, Any]) -> str:
-        board = body["messages"][-1]["content"].rsplit("Current Pile:", 1)[-1]
-        sizes = [int(n) for n in re.findall(r"pile \d+: (\d+)", board)] or [1]
-        return f"[{next(i for i, n in enumerate(sizes) if n)} 1]"
-
     openai_server.responder = take_one
-    env = {**os.environ, "BEYONDAGENT_PLUGINS": "textarena,mixers,torch,advantages"}
-    env.pop("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", None)
+    env = textarena_env()
     with ScriptedOpenAIServer(take_one) as rival:
         command = [sys.executable, "-m", "beyondagent_core.cli", "eval",
                    str(ROOT / "examples" / "selfplay_tictactoe.yaml"), f"run.output_dir={tmp_path / 'runs'}",

@@ -76,7 +76,8 @@ def measure(args: argparse.Namespace) -> dict:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     sequences = rows_for(tokenizer, rows=args.rows, turns=args.turns, move=args.move, board=args.board)
-    episodes = [Episode(group=0, trajectory=Trajectory(task=Task(f"t{i}")), sequence=s) for i, s in enumerate(sequences)]
+    episodes = [Episode(group=0, trajectory=Trajectory(task=Task(f"t{i}")), sequence=s)
+                for i, s in enumerate(sequences)]
     batch = make_batch(episodes, [1.0] * len(episodes), pad_token_id=tokenizer.pad_token_id, device=device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -114,8 +115,7 @@ def main() -> None:
         return
     results = {}
     for mode in MODES:
-        argv = [arg for arg in sys.argv[1:]]
-        child = subprocess.run([sys.executable, __file__, *argv, "--mode", mode], capture_output=True, text=True)
+        child = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--mode", mode], capture_output=True, text=True)
         if child.returncode:
             raise SystemExit(f"{mode} failed:\n{child.stderr[-3000:]}")
         results[mode] = json.loads(child.stdout.strip().splitlines()[-1])

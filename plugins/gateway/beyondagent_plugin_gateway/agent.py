@@ -118,7 +118,8 @@ class AgentWorkflow:
 
     async def run_seats(self, task: Task, env: AsyncEnv | None, seat_llm: SeatLLM) -> list[Trajectory]:
         """The agent's episode, one trajectory per seat (`seats`; one: as `run`)."""
-        return await self.play(task, env, [seat_llm(seat, seats=self.config.seats) for seat in range(self.config.seats)])
+        seats = self.config.seats
+        return await self.play(task, env, [seat_llm(seat, seats=seats) for seat in range(seats)])
 
     async def play(self, task: Task, env: AsyncEnv | None, llms: list[ChatLLM]) -> list[Trajectory]:
         """The agent run with one gateway endpoint per chat of `llms` (a seat each; one for an ordinary agent)."""

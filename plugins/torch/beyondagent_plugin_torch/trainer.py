@@ -330,6 +330,8 @@ class Trainer:
             # checkpoint already holds it (`beyondagent sft` then `run --resume`: RL from its step 0).
             fresh = self.start_step == 0 and not self.run.resume
             warm_up = self.warm_up() if fresh and self.algorithm.sft is not None else {}
+            if self.pool is not None and not self.pool.entries:  # its first snapshot: the policy RL starts from
+                self.pool.take(self.start_step)
             if self.start_step == 0 and self.data.val:
                 # said, because it can take a while (a real model on a CPU) and eval_every: 0 does not skip it
                 log.info("train.validating", step=0, tasks=len(self.data.val),
@@ -752,7 +754,7 @@ class Trainer:
 
     def pool_games(self, step: int, episodes: list[Episode]) -> dict[str, float]:
         """The step's games against the opponent pool into its Elo ratings, then the snapshot it is due; the
-        `pool/` metrics (a pool that played no game all run long is said once: one-seat episodes?)."""
+        `pool/` metrics. The first step without a pool game is warned about once (one-seat episodes?)."""
         results = [(e.opponent.entry, e.pool_score) for e in episodes
                    if e.opponent is not None and e.pool_score is not None]
         metrics = self.pool.record(results)
@@ -766,12 +768,12 @@ class Trainer:
         return metrics
 
     def _opponent_pool(self) -> OpponentPool:
-        """The pool: the starting policy its first snapshot, or as the checkpoint resumed from kept it."""
+        """The pool as the checkpoint resumed from kept it, else empty: `fit` takes its first snapshot, of the
+        policy RL starts from (after an SFT warm-up: `beyondagent sft`'s checkpoint keeps an empty pool)."""
         trained = {name for name, parameter in self.model.named_parameters() if parameter.requires_grad}
         pool = OpponentPool(self.config.opponent_pool, rollout_model=self.rollout_weights.model, trained=trained,
                             make_scheduler=self.make_scheduler, seed=self.run.info.seed)
         if self.resumed_from is None:
-            pool.take(0)
             return pool
         try:
             pool.load(self.resumed_from / POOL_DIR)

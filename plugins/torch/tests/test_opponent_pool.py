@@ -161,3 +161,23 @@ def test_with_lora_a_snapshot_keeps_the_adapters_and_resumes(run_spec, test_envs
     expected = read_metrics(whole.run_dir)[-1]
     for key in ("pool/elo", "actor/pg_loss", "train/reward_mean"):
         assert resumed[key] == pytest.approx(expected[key], rel=1e-5, abs=1e-7), key
+
+
+def test_the_first_snapshot_is_the_policy_rl_starts_from_after_an_sft_warm_up(run_spec, test_envs,
+                                                                              tmp_path: Path) -> None:
+    """With `algorithm.sft` the pool's step-0 snapshot is the warmed-up policy (what RL starts from), not
+    the spec's model: a checkpoint at step 1 keeps it, and it differs from the untrained weights."""
+    from beyondagent_plugin_torch.models import load_policy
+
+    data = tmp_path / "sft.jsonl"
+    data.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"You are seat 0. Which way? ({i})"},
+                                                     {"role": "assistant", "content": "left"}]}) + "\n"
+                            for i in range(8)))
+    spec = pool_spec(tmp_path, "warm", refresh_every=5)
+    spec["algorithm"]["sft"] = {"data": str(data), "epochs": 3, "batch_size": 4, "lr": 0.01}
+    run = run_spec(spec, "backend.total_steps=1")
+    snapshot = torch.load(run.run_dir / "checkpoints" / "step_000001" / "opponent_pool" / "step_0.pt",
+                          weights_only=True)
+    untrained, _ = load_policy("tiny", dtype=torch.float32)
+    start = dict(untrained.named_parameters())
+    assert any(not torch.equal(tensor, start[name]) for name, tensor in snapshot.items())

@@ -33,7 +33,8 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> Any:
     rival = parser.add_mutually_exclusive_group()
     rival.add_argument("--opponent-checkpoint", metavar="PATH",
                        help="head to head: this checkpoint plays the other seats of each multi-seat game (an "
-                            "earlier checkpoint of the run, say); the numbers are the model's, elo_vs_opponent its edge")
+                            "earlier checkpoint of the run, say); the numbers are the model's, elo_vs_opponent "
+                            "its edge")
     rival.add_argument("--opponent-model", metavar="NAME",
                        help="head to head: the model at an OpenAI-compatible endpoint that plays the other seats")
     parser.add_argument("--opponent-base-url", help="the opponent endpoint's URL (with --opponent-model)")
@@ -115,7 +116,8 @@ def _opponent(args: argparse.Namespace, session: Any) -> Any:
         url = args.opponent_base_url
         if url is not None and not url.startswith(("http://", "https://")):
             raise evaluation.EvalError(f"--opponent-base-url must be an http(s):// URL, got {url!r}",
-                                       where="--opponent-base-url", hint="e.g. --opponent-base-url http://127.0.0.1:8001/v1")
+                                       where="--opponent-base-url",
+                                       hint="e.g. --opponent-base-url http://127.0.0.1:8001/v1")
         return evaluation.Opponent(evaluation.ModelChoice(endpoint=LLMConfig(
             model=args.opponent_model, base_url=url, api_key_env=args.opponent_api_key_env)))
     if args.opponent_base_url:

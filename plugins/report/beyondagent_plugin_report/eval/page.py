@@ -34,7 +34,8 @@ def write_page(result: dict[str, Any], path: Path) -> None:
     parts = [f"<!doctype html><meta charset=utf-8><title>eval: {html.escape(result['model'])}</title>",
              f"<style>{STYLE}</style>", "<h1>Evaluation</h1>",
              f"<p>{html.escape(result['model'])}"
-             + (f" against {html.escape(result['opponent'])} (the model's seats' numbers)" if result.get("opponent") else "")
+             + (f" against {html.escape(result['opponent'])} (the model's seats' numbers)"
+                if result.get("opponent") else "")
              + f" on <code>tasks.{html.escape(settings['split'])}</code> of "
              f"<code>{html.escape(result['spec'])}</code>: k={settings['k']}, temperature {settings['temperature']}. "
              "Intervals are 95% bootstrap intervals over tasks.</p>",

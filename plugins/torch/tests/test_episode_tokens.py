@@ -136,3 +136,49 @@ def test_the_live_rollout_sequence_equals_the_replayed_trajectory(policy, system
         assert turn.finish_reason == ("stop" if ended else "length") and (ended or len(turn.token_ids) == 6)
     assert (live.input_ids, live.loss_mask, live.logprobs) == (replayed.input_ids, replayed.loss_mask,
                                                                 replayed.logprobs)
+
+
+class CountingTokenizer:
+    """The real tokenizer, counting its chat-template renderings and encodings."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.renders, self.encodes = tokenizer, 0, 0
+
+    def apply_chat_template(self, *args, **kwargs):
+        self.renders += 1
+        return self.tokenizer.apply_chat_template(*args, **kwargs)
+
+    def encode(self, *args, **kwargs):
+        self.encodes += 1
+        return self.tokenizer.encode(*args, **kwargs)
+
+
+def test_a_groups_shared_prompt_is_rendered_and_tokenized_once(tokenizer) -> None:
+    """A group's rollouts start from the same messages: the template remembers their ids (a copy each
+    time, so one episode's sequence cannot change another's), and a different conversation is its own."""
+    counting = CountingTokenizer(tokenizer)
+    template = ChatTemplate(counting)
+    uncached = ChatTemplate(tokenizer)
+    messages = [{"role": "system", "content": "Answer with one direction word."},
+                {"role": "user", "content": "Which way? (3)"}]
+    renders, encodes = counting.renders, counting.encodes
+    first = template.prompt_ids(messages)
+    first.append(-1)  # the caller's list is its own
+    assert template.prompt_ids(messages) == uncached.prompt_ids(messages)
+    assert (counting.renders - renders, counting.encodes - encodes) == (1, 1)
+    other = [messages[0], {"role": "user", "content": "Which way? (4)"}]
+    assert template.prompt_ids(other) == uncached.prompt_ids(other) != uncached.prompt_ids(messages)
+    # An observation after a model turn: the increment is remembered too, the closing suffix is not.
+    observation = [{"role": "user", "content": "Again: which way?"}]
+    stopped, cut = [5, tokenizer.convert_tokens_to_ids("<|im_end|>")], [5, 6]
+    assert template.increment_ids(stopped, observation) == uncached.increment_ids(stopped, observation)
+    renders = counting.renders
+    assert template.increment_ids(cut, observation) == uncached.increment_ids(cut, observation)
+    assert counting.renders == renders
+    assert len(template.increment_ids(cut, observation)) == len(template.increment_ids(stopped, observation)) + 1
+    # Messages that are not plain JSON are rendered every time, not remembered under a lossy key.
+    odd = [{"role": "user", "content": "Which way?", "extra": object()}]
+    renders = counting.renders
+    template.prompt_ids(odd)
+    template.prompt_ids(odd)
+    assert counting.renders == renders + 2

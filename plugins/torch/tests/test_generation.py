@@ -172,3 +172,43 @@ def test_float_noise_in_the_logits_does_not_change_what_is_sampled() -> None:
     chosen, _ = sample_next(logits, ones, ones, uniforms)
     assert (chosen >= 5).sum() > rows / 10  # tail tokens were drawn
     assert torch.equal(sample_next(noisy, ones, ones, uniforms)[0], chosen)
+
+
+def test_noise_drawn_ahead_in_chunks_samples_what_per_token_noise_samples(policy, monkeypatch) -> None:
+    """tiny's 2,048-token vocabulary gets its noise 16 tokens at a time; on CPU a [k, vocab] draw is
+    the stream of k [vocab] draws, so the tokens are those of one draw per token (the real model's
+    vocabulary gets one per token either way)."""
+    import beyondagent_plugin_torch.generation as generation
+
+    _, tokenizer = policy
+    prompts = prompt_ids(tokenizer)
+    sampling = Sampling(temperature=1.0, top_p=1.0, max_tokens=12)
+    chunked = generate_all(scheduler_for(policy), prompts, sampling, [3, 4, 5, 6], together=True)
+    monkeypatch.setattr(generation, "_NOISE_CHUNK_ELEMENTS", 1)
+    per_token = generate_all(scheduler_for(policy), prompts, sampling, [3, 4, 5, 6], together=True)
+    assert chunked == per_token
+    monkeypatch.setattr(generation, "_NOISE_CHUNK_ELEMENTS", 5 * 2048)  # chunks of 5: 12 = 5 + 5 + 2
+    assert generate_all(scheduler_for(policy), prompts, sampling, [3, 4, 5, 6], together=True) == per_token
+
+
+def test_greedy_and_sampled_rows_share_a_batch() -> None:
+    """A greedy row (temperature 0) takes its argmax beside rows sampled at other temperatures; each
+    row's log-prob is its token's under its own temperature (greedy: temperature 1), top-p per row."""
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 50, generator=generator) * 3
+    uniforms = torch.rand(4, 50, generator=generator)
+    temperature, top_p = torch.tensor([0.0, 0.5, 2.0, 1.0]), torch.tensor([1.0, 1.0, 1.0, 0.3])
+    chosen, logprobs = sample_next(logits, temperature, top_p, uniforms)
+    assert int(chosen[0]) == int(logits[0].argmax())
+    scales = torch.tensor([1.0, 0.5, 2.0, 1.0])[:, None]
+    expected = torch.log_softmax(logits / scales, -1).gather(-1, chosen[:, None]).squeeze(-1)
+    assert logprobs.tolist() == pytest.approx(expected.tolist(), abs=1e-5)
+    # Rows 1 and 2 win the exponential race p_i / E_i of their own temperature.
+    for row in (1, 2):
+        race = torch.log_softmax(logits[row] / scales[row], -1) - torch.log(-torch.log(uniforms[row]))
+        assert int(chosen[row]) == int(race.argmax())
+    # Row 3 stays inside its 0.3 nucleus whatever the noise.
+    nucleus_tokens = set(nucleus(torch.softmax(logits[3:], -1), top_p[3:])[0].nonzero().flatten().tolist())
+    for seed in range(20):
+        noise = torch.rand(4, 50, generator=torch.Generator().manual_seed(seed))
+        assert int(sample_next(logits, temperature, top_p, noise)[0][3]) in nucleus_tokens

@@ -47,6 +47,8 @@ class DirectionGameConfig:
 class DirectionGame:
     """`turns` model turns; the score is the mean `direction_reward` of the replies."""
 
+    inline_calls = True  # pure Python, microseconds a call: no worker thread (beyondagent_core/envs/local.py)
+
     def __init__(self, config: DirectionGameConfig):
         self.turns = config.turns
         self.rewards: list[float] = []

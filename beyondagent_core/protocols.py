@@ -95,6 +95,10 @@ class Env(Protocol):
     `reset(task)` puts it in the task's initial state; `step(action)` takes the assistant's
     message; `evaluate()` judges the episode so far; `close()` frees what it holds. An env
     may also offer `task_ids(split) -> list[str]` (its seed tasks, for `/get_env_profile`).
+
+    An env whose calls are quick and never block (no I/O, subprocess or event loop of its own) may
+    set `inline_calls = True`: in-process (`env.service: local`) its calls then run on the event
+    loop instead of in worker threads (envs/local.py).
     """
 
     def reset(self, task: Task) -> EnvReset: ...

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from beyondagent_core.envs.local import LocalAsyncEnv
+from beyondagent_core.envs.local import LocalAsyncEnv, LocalEnvOpener
 from beyondagent_core.protocols import EnvReset, EnvStep
 from beyondagent_core.types import Reward, Task
 
@@ -242,3 +242,58 @@ def test_a_timed_out_env_refuses_further_calls() -> None:
         await env.close()
 
     asyncio.run(main())
+
+
+class QuickWalker(Walker):
+    """A Walker that says its calls are quick: they run on the event loop; `close` records its thread too."""
+
+    inline_calls = True
+    built_in: list[int] = []
+
+    def __init__(self) -> None:
+        super().__init__()
+        QuickWalker.built_in.append(threading.get_ident())
+
+    def close(self) -> None:
+        self.threads.add(threading.get_ident())
+        super().close()
+
+
+def play_episodes(opener: LocalEnvOpener, episodes: int) -> tuple[int, list[LocalAsyncEnv]]:
+    """Open `episodes` envs one after another and play each to the target; the loop's thread and the envs."""
+
+    async def run() -> tuple[int, list[LocalAsyncEnv]]:
+        opened = []
+        for _ in range(episodes):
+            async with await opener.open() as env:
+                await env.reset(TASK)
+                await env.step({"role": "assistant", "content": "right"})
+                await env.step({"role": "assistant", "content": "right"})
+                assert (await env.evaluate()).success
+                opened.append(env)
+        return threading.get_ident(), opened
+
+    return asyncio.run(run())
+
+
+def test_an_env_whose_calls_are_quick_runs_them_on_the_event_loop() -> None:
+    """`inline_calls = True`: every call (close too) on the loop's thread, and the opener builds every env
+    after the first there as well; the same env in worker threads when `call_timeout` must bound its calls,
+    and a Walker without the attribute (or with a truthy non-bool) in worker threads."""
+    QuickWalker.built_in = []
+    loop_thread, envs = play_episodes(LocalEnvOpener(QuickWalker), 3)
+    assert all(env.inline and env.env.threads == {loop_thread} for env in envs)
+    assert QuickWalker.built_in[0] != loop_thread and QuickWalker.built_in[1:] == [loop_thread] * 2
+
+    QuickWalker.built_in = []
+    loop_thread, envs = play_episodes(LocalEnvOpener(QuickWalker, call_timeout=5.0), 2)
+    assert not any(env.inline for env in envs)
+    assert all(loop_thread not in env.env.threads for env in envs) and loop_thread not in QuickWalker.built_in
+
+    class Truthy(Walker):
+        inline_calls = "yes"
+
+    for plain in (Walker, Truthy):
+        loop_thread, envs = play_episodes(LocalEnvOpener(plain), 2)
+        assert not any(env.inline for env in envs)
+        assert all(loop_thread not in env.env.threads for env in envs)

@@ -3,12 +3,19 @@
 `LocalEnvOpener` makes one per episode (the run's `EnvOpener` for `service: local`).
 
 Each call runs the env's own method in a worker thread (`asyncio.to_thread`), so many
-episodes share one event loop while a slow `step` blocks nobody. Even for a cheap env the hop
-costs nothing measurable: FrozenLake's calls run inline on the loop saved 15 of the 93 ms a
-32-episode rollout spends outside generation, but no wall time (0.549 vs 0.546 s, 5 trials),
-since env calls in threads overlap the decoding of the other episodes. Calls to one env are
+episodes share one event loop while a slow `step` blocks nobody. Calls to one env are
 serialized by a lock, so `close()` after a cancelled `step` waits for that step to end
 instead of racing it. Return types are checked, so a broken env fails where it broke.
+
+An env whose calls are quick and never block (pure Python: no I/O, no subprocess, no event loop
+of its own) may say so with `inline_calls = True` (read at each call, so it may depend on the
+episode): its calls then run on the event loop, and the opener builds the envs after the first
+there too. A hop costs ~0.1 ms of thread hand-offs and loop wake-ups; in a lockstep rollout every
+episode waits for the slowest, so for 64 single-turn episodes (5 calls each) the hops were a fifth
+of the rollout (`benchmarks/grpo_vs_trl.py`: 0.108 -> 0.090 s a step). In a multi-turn rollout
+they overlap the other episodes' decoding (FrozenLake, 32 episodes: 0.549 vs 0.546 s). With
+`call_timeout` every call runs in a thread whatever the env says: a call on the loop cannot be
+bounded.
 
 `call_timeout` (`env.call_timeout` in the spec) bounds each call: a call that takes longer
 fails its episode with `EnvCallTimeout` (an episode error; the other episodes go on). Such
@@ -79,6 +86,9 @@ class LocalAsyncEnv:
             threading.Thread(target=self._locked, args=(self.env.close,), daemon=True,
                              name="env-close-after-timeout").start()
             return
+        if self.inline:
+            self._locked(self.env.close)
+            return
         await asyncio.to_thread(self._locked, self.env.close)
 
     async def __aenter__(self) -> LocalAsyncEnv:
@@ -103,9 +113,17 @@ class LocalAsyncEnv:
             )
         return result
 
+    @property
+    def inline(self) -> bool:
+        """Whether calls run on the event loop: the env says they are quick (`inline_calls`) and no
+        `call_timeout` must bound them."""
+        return self.call_timeout is None and getattr(self.env, "inline_calls", False) is True
+
     async def _in_thread(self, method: str, fn: Callable[..., R], *args: Any) -> R:
         if self._hung:
             raise EnvCallTimeout(f"{type(self.env).__name__}.{method}() not run: an earlier call timed out")
+        if self.inline:
+            return self._locked(fn, *args)
         if self.call_timeout is None:
             return await asyncio.to_thread(self._locked, fn, *args)
         try:
@@ -148,15 +166,21 @@ class LocalEnvOpener:
     """The `EnvOpener` of `env.service: local`: each episode gets a fresh env from `create`.
 
     `create` (the env's factory with its config) runs in a worker thread, since building an
-    env may load files. `call_timeout` bounds each call of the envs it opens (`LocalAsyncEnv`).
+    env may load files; once an env it built runs its calls on the loop (`inline_calls`), the
+    next ones are built there too. `call_timeout` bounds each call of the envs it opens
+    (`LocalAsyncEnv`).
     """
 
     def __init__(self, create: Callable[[], Env], *, call_timeout: float | None = None):
         self.create = create
         self.call_timeout = call_timeout
+        self._create_inline = False
 
     async def open(self) -> LocalAsyncEnv:
-        return LocalAsyncEnv(await asyncio.to_thread(self.create), call_timeout=self.call_timeout)
+        env = self.create() if self._create_inline else await asyncio.to_thread(self.create)
+        opened = LocalAsyncEnv(env, call_timeout=self.call_timeout)
+        self._create_inline = opened.inline
+        return opened
 
     async def aclose(self) -> None:
         """Nothing is shared between local episodes."""

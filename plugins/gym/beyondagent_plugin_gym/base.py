@@ -87,6 +87,8 @@ class TextGymEnv:
     """What a plain move costs in the game: an invalid answer's reward when `invalid_action_reward` is unset."""
     success_text: ClassVar[str] = "reached the goal"
     unfinished_text: ClassVar[str] = "did not reach the goal"
+    inline_calls: ClassVar[bool] = True
+    """Toy-text games step in microseconds and never block: in-process, their calls run on the event loop."""
 
     def __init__(self, config: Any):
         check_episode_config(config)

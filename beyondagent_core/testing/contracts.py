@@ -246,6 +246,13 @@ class EnvContract(_Contract):
         _assert_messages(step.observation, "step().observation")
         assert isinstance(reward.score, float)
 
+    def test_says_whether_its_calls_are_quick_with_a_bool(self, make_env) -> None:
+        """`inline_calls` (optional) is True or False: anything else would silently keep its calls in threads."""
+        env = make_env()
+        if hasattr(env, "inline_calls"):
+            assert isinstance(env.inline_calls, bool), \
+                f"inline_calls is {env.inline_calls!r}; set it to True (calls on the event loop) or False"
+
 
 class JudgeContract(_Contract):
     """What every judge (a `reward` component) must do.

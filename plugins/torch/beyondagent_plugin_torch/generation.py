@@ -294,11 +294,14 @@ class ChatScheduler:
     def _sample(self, batch: _Batch) -> tuple[torch.Tensor, list[int]]:
         """Sample one token for every row (appended to its tokens); returns them and the rows now done."""
         rows = batch.rows
-        temperature = torch.tensor([row.request.sampling.temperature for row in rows], device=self.device)
-        top_p = torch.tensor([row.request.sampling.top_p for row in rows], device=self.device)
+        temperatures = [row.request.sampling.temperature for row in rows]
+        top_ps = [row.request.sampling.top_p for row in rows]
         vocab = batch.logits.shape[-1]
         uniforms = torch.stack([row.next_uniforms(vocab, self.device) for row in rows])
-        chosen, chosen_logprobs = sample_next(batch.logits.float(), temperature, top_p, uniforms)
+        chosen, chosen_logprobs = sample_next(
+            batch.logits.float(), torch.tensor(temperatures, device=self.device),
+            torch.tensor(top_ps, device=self.device), uniforms,
+            any_greedy=any(t == 0 for t in temperatures), any_nucleus=any(p < 1 for p in top_ps))
         done = []
         for index, (row, token, logprob) in enumerate(zip(rows, chosen.tolist(), chosen_logprobs.tolist())):
             row.tokens.append(token)
@@ -431,8 +434,8 @@ class ChatScheduler:
         return out, attention
 
 
-def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor,
-                uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, uniforms: torch.Tensor, *,
+                any_greedy: bool | None = None, any_nucleus: bool | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per row and its log-prob under logits / temperature; `uniforms` is [rows, vocab].
 
     Rows with temperature 0 take the argmax. The others race exponential clocks: token i wins
@@ -443,20 +446,25 @@ def sample_next(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Te
     fresh prefill of the real model) moved about one sampled token in 200 under CDF inversion.
     The race is run on the scaled logits, which differ from the log-probs by a constant per row (the
     same winner, without writing a log-softmax of the whole vocabulary each step); the nucleus and
-    the greedy rows' argmax are computed only when some row asks for them.
+    the greedy rows' argmax are computed only when some row asks for them (`any_greedy`, `any_nucleus`:
+    the caller's answer from its own numbers, so a GPU need not be asked; None: read from the tensors).
     """
     greedy = temperature == 0
+    if any_greedy is None:
+        any_greedy = bool(greedy.any())
+    if any_nucleus is None:
+        any_nucleus = bool((top_p < 1).any())
     scale = torch.where(greedy, torch.ones_like(temperature), temperature)
     scaled = logits / scale[:, None]
     normalizer = torch.logsumexp(scaled, dim=-1)
     clocks = torch.log(-torch.log(uniforms))  # log E_i
-    if bool((top_p >= 1).all()):
-        race = scaled - clocks
-    else:
+    if any_nucleus:
         kept = nucleus((scaled - normalizer[:, None]).exp(), top_p) > 0
         race = torch.where(kept, scaled, -math.inf) - clocks
+    else:
+        race = scaled - clocks
     chosen = race.argmax(-1)
-    if bool(greedy.any()):
+    if any_greedy:
         chosen = torch.where(greedy, logits.argmax(-1), chosen)
     return chosen, scaled.gather(-1, chosen[:, None]).squeeze(-1) - normalizer
 

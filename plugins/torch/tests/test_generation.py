@@ -212,3 +212,32 @@ def test_greedy_and_sampled_rows_share_a_batch() -> None:
     for seed in range(20):
         noise = torch.rand(4, 50, generator=torch.Generator().manual_seed(seed))
         assert int(sample_next(logits, temperature, top_p, noise)[0][3]) in nucleus_tokens
+
+
+def test_temperature_zero_takes_each_steps_argmax_and_top_p_keeps_to_its_nucleus(policy) -> None:
+    """In one batch: the greedy row's every token is the argmax of a plain forward pass over what came before;
+    the row at top-p 0.5 draws every token from that step's nucleus (the smallest set of tokens with half the
+    probability)."""
+    model, tokenizer = policy
+    prompts = prompt_ids(tokenizer)[:2]
+    greedy, nucleus_row = Sampling(0.0, 1.0, 12), Sampling(1.0, 0.5, 12)
+    scheduler = scheduler_for(policy)
+
+    async def run():
+        async def one(i, sampling):
+            with scheduler.episode():
+                return await scheduler.generate((i, 0), prompts[i], sampling, 12, torch.Generator().manual_seed(i))
+        return await asyncio.gather(one(0, greedy), one(1, nucleus_row))
+
+    (greedy_ids, _), (nucleus_ids, _) = asyncio.run(run())
+    for prompt, ids, check in ((prompts[0], greedy_ids, "argmax"), (prompts[1], nucleus_ids, "nucleus")):
+        sequence = list(prompt)
+        with torch.no_grad():
+            for token in ids:
+                logits = model(input_ids=torch.tensor([sequence])).logits[0, -1].float()
+                if check == "argmax":
+                    assert token == int(logits.argmax())
+                else:
+                    kept = nucleus(torch.softmax(logits, -1)[None], torch.tensor([0.5]))[0]
+                    assert kept[token] > 0, f"token {token} is outside the 0.5 nucleus"
+                sequence.append(token)

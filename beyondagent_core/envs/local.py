@@ -11,7 +11,7 @@ An env whose calls are quick and never block (pure Python: no I/O, no subprocess
 of its own) may say so with `inline_calls = True` (read at each call, so it may depend on the
 episode): its calls then run on the event loop, and the opener builds the envs after the first
 there too. A hop costs ~0.1 ms of thread hand-offs and loop wake-ups; in a lockstep rollout every
-episode waits for the slowest, so for 64 single-turn episodes (5 calls each) the hops were a fifth
+episode waits for the slowest, so for 64 single-turn episodes (5 calls each) the hops were a sixth
 of the rollout (`benchmarks/grpo_vs_trl.py`: 0.108 -> 0.090 s a step). In a multi-turn rollout
 they overlap the other episodes' decoding (FrozenLake, 32 episodes: 0.549 vs 0.546 s). With
 `call_timeout` every call runs in a thread whatever the env says: a call on the loop cannot be

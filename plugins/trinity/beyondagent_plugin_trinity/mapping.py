@@ -222,6 +222,10 @@ def check(spec: Spec, config: TrinityConfig) -> None:
     def refuse(key: str, message: str, hint: str) -> None:
         raise SpecError(message, where=f"{where}, key {key}", hint=hint)
 
+    if spec.model.tokenizer:
+        refuse("model.tokenizer", f"model.tokenizer is {spec.model.tokenizer!r}, but Trinity-RFT reads the tokenizer "
+               "from the model's directory (it sets its tokenizer_path keys from model.model_path), so this one would "
+               "be ignored", "remove model.tokenizer, or put the tokenizer's files in the model's directory")
     if algo.name != "grpo":
         refuse("algorithm.name", f"the trinity backend maps algorithm.name grpo, not {algo.name!r}",
                "set algorithm.name: grpo; other Trinity-RFT algorithms: backend.trinity: {algorithm.algorithm_type: ...}")

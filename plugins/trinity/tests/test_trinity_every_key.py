@@ -12,20 +12,17 @@ its reason (checked), or takes effect outside the overrides (said where, and whi
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import yaml
 from beyondagent_plugin_trinity.config import TrinityConfig
 from beyondagent_plugin_trinity.mapping import RunFiles, trinity_overrides
 
-from beyondagent_core.errors import SpecError
-from beyondagent_core.pipeline import prepare
-from beyondagent_core.plugins import PluginManager, Switches
-from beyondagent_core.spec import CORE_SECTIONS, LoraSection
+from beyondagent_core.plugins import PluginManager
+from beyondagent_core.spec import Spec
+from beyondagent_core.testing.key_reach import KeyReachTable, prepared
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "trinity_frozenlake.yaml").read_text())
@@ -72,11 +69,13 @@ MOVES: dict[str, tuple[Any, dict[str, Any], set[str]]] = {
     "algorithm.kl_coef": (0.05, {}, {"algorithm.kl_loss_fn", "algorithm.kl_loss_fn_args"}),
     "algorithm.kl_type": ("kl", {"algorithm.kl_coef": 0.05}, {"algorithm.kl_loss_fn"}),
     "algorithm.entropy_coeff": (0.02, {}, {"algorithm.entropy_loss_fn_args"}),
-    "algorithm.loss_agg_mode": ("seq-mean-token-mean", {}, {"algorithm.loss_agg_mode", "algorithm.policy_loss_fn_args"}),
+    "algorithm.loss_agg_mode": ("seq-mean-token-mean", {},
+                                {"algorithm.loss_agg_mode", "algorithm.policy_loss_fn_args"}),
     "algorithm.policy_loss": ("gspo", {}, {"algorithm.policy_loss_fn", "algorithm.policy_loss_fn_args"}),
     "model.dtype": ("float32", {}, {f"{FSDP}.actor.fsdp_config.mixed_precision",
                                     f"{FSDP}.ref.fsdp_config.mixed_precision", "explorer.rollout_model.dtype"}),
-    "model.param_dtype": ("bfloat16", {}, {f"{FSDP}.actor.fsdp_config.model_dtype", f"{FSDP}.ref.fsdp_config.model_dtype"}),
+    "model.param_dtype": ("bfloat16", {}, {f"{FSDP}.actor.fsdp_config.model_dtype",
+                                           f"{FSDP}.ref.fsdp_config.model_dtype"}),
     "model.lora.rank": (4, LORA_ON, {"model.lora_configs"}),
     "model.lora.alpha": (32, LORA_ON, {"model.lora_configs"}),
     "model.lora.target_modules": (["q_proj", "v_proj"], LORA_ON, {"model.lora_configs"}),
@@ -100,7 +99,7 @@ REFUSED: dict[str, tuple[Any, dict[str, Any], str]] = {
 
 # keys that take effect outside the overrides: where, and what sees it
 ELSEWHERE = {
-    "backend.epochs": "how many times the taskset writer repeats the tasks (data.write_tasksets; test_trinity_data.py)",
+    "backend.epochs": "how many mixes the taskset writer writes (data.write_tasksets; test_trinity_tasksets.py)",
     "backend.timeout_s": "how long the backend waits for trinity's process (backend.py)",
     "backend.trinity": "trinity keys passed as they are, last (test_trinity_mapping.py)",
     "algorithm.norm_adv_by_std": "read from the spec by our estimator inside trinity (advantage_fn_args.spec_path)",
@@ -110,56 +109,17 @@ ELSEWHERE = {
 }
 
 
-@pytest.fixture(scope="module")
-def manager() -> PluginManager:
-    loaded = PluginManager(Switches(autoload=True))
-    loaded.load()
-    return loaded
+class TestTrinityKeys(KeyReachTable):
+    CONFIG, MOVES, REFUSED, ELSEWHERE = TrinityConfig, MOVES, REFUSED, ELSEWHERE
+
+    @pytest.fixture
+    def mapped(self, manager: PluginManager, tmp_path: Path):
+        return lambda settings: overrides(prepared(EXAMPLE, settings, tmp_path, manager), tmp_path)
 
 
-def overrides(manager: PluginManager, tmp_path: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    """trinity key -> value for the example's spec with `settings` (dotted keys) set."""
-    data = copy.deepcopy(EXAMPLE)
-    data["run"]["output_dir"] = str(tmp_path / "runs")
-    for dotted, value in settings.items():
-        *parents, last = dotted.split(".")
-        node = data
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[last] = value
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    spec = prepare(path, manager=manager).spec
+def overrides(spec: Spec, tmp_path: Path) -> dict[str, Any]:
+    """trinity key -> value for `spec`."""
     files = RunFiles(run_dir=tmp_path / "run", spec_path=tmp_path / "run" / "trinity" / "spec.yaml",
                      train_dir=tmp_path / "train", val_dir=tmp_path / "val")
     return {o.key: o.value for o in trinity_overrides(spec, spec.component("backend").config, files,
                                                       model_path="/models/m")}
-
-
-@pytest.mark.parametrize("key", sorted(MOVES))
-def test_a_key_moves_its_trinity_keys_and_no_others(manager, tmp_path: Path, key: str) -> None:
-    value, context, expected = MOVES[key]
-    before = overrides(manager, tmp_path, context)
-    after = overrides(manager, tmp_path, {**context, key: value})
-    moved = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
-    assert moved == expected, f"{key}: {value!r} moved {sorted(moved)}"
-
-
-@pytest.mark.parametrize("key", sorted(REFUSED))
-def test_a_key_trinity_cannot_honour_is_refused_with_its_name(manager, tmp_path: Path, key: str) -> None:
-    value, context, reason = REFUSED[key]
-    overrides(manager, tmp_path, context)  # the context alone is accepted
-    with pytest.raises(SpecError) as refused:
-        overrides(manager, tmp_path, {**context, key: value})
-    assert reason in str(refused.value) and key.rsplit(".", 1)[-1] in str(refused.value)
-
-
-def test_every_key_is_moved_refused_or_said_to_work_elsewhere() -> None:
-    """A key added to the backend's config or the algorithm/model sections must join one of the tables."""
-    keys = {f"backend.{field.name}" for field in attrs.fields(TrinityConfig)}
-    keys |= {f"{section}.{field.name}" for section in ("algorithm", "model")
-             for field in attrs.fields(CORE_SECTIONS[section])}
-    keys |= {f"model.lora.{field.name}" for field in attrs.fields(LoraSection)}
-    tables = set(MOVES) | set(REFUSED) | set(ELSEWHERE)
-    assert keys - tables == set(), "add these keys to a table"
-    assert {key for key in tables if key.split(".")[0] in ("backend", "algorithm", "model")} - keys == set()

@@ -13,7 +13,8 @@ in a conftest. Fixtures:
   a hosted LLM, `beyondagent_core.testing.openai_server`); script it with `push(...)`.
 
 Contract suites to subclass live in `beyondagent_core.testing.contracts` (task sources, mixers,
-envs, judges), `explorer_contract`, `advantage_contract` and `experience_contract`.
+envs, judges), `explorer_contract`, `advantage_contract` and `experience_contract`; a backend that
+writes another framework's config checks that every spec key reaches it with `key_reach.KeyReachTable`.
 """
 
 from __future__ import annotations

@@ -110,6 +110,7 @@ def test_a_rewritten_conversation_is_refused(tokenizer) -> None:
 def test_the_live_rollout_sequence_equals_the_replayed_trajectory(policy, system) -> None:
     from beyondagent_plugin_torch.generation import ChatScheduler, Sampling
     from beyondagent_plugin_torch.policy_chat import PolicyChat
+    from beyondagent_plugin_torch.trainer import stop_token_ids
     from torch_test_envs import WordGame, WordGameConfig
 
     from beyondagent_core.envs.local import LocalAsyncEnv
@@ -118,7 +119,8 @@ def test_the_live_rollout_sequence_equals_the_replayed_trajectory(policy, system
 
     model, tokenizer = policy
     template = ChatTemplate(tokenizer)
-    scheduler = ChatScheduler(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
+    stops = stop_token_ids(model, tokenizer, template)  # as the trainer's scheduler: eos and end-of-turn
+    scheduler = ChatScheduler(model, eos_token_ids=stops, pad_token_id=tokenizer.pad_token_id)
 
     async def episode():
         llm = PolicyChat(scheduler, template, Sampling(1.0, 1.0, 6), episode=0, max_episode_tokens=400, seed=1)
@@ -131,8 +133,8 @@ def test_the_live_rollout_sequence_equals_the_replayed_trajectory(policy, system
     replayed = episode_tokens(trajectory.turns, template)
     assert live.model_turns == 3
     for turn in (turn for turn in trajectory.turns if turn.token_ids is not None):
-        # A turn that did not end on eos used its whole limit of 6 tokens: it was cut off.
-        ended = turn.token_ids[-1] == tokenizer.eos_token_id
+        # A turn that did not end on a stop token used its whole limit of 6 tokens: it was cut off.
+        ended = turn.token_ids[-1] in stops
         assert turn.finish_reason == ("stop" if ended else "length") and (ended or len(turn.token_ids) == 6)
     assert (live.input_ids, live.loss_mask, live.logprobs) == (replayed.input_ids, replayed.loss_mask,
                                                                 replayed.logprobs)

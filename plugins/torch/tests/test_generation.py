@@ -13,14 +13,21 @@ import asyncio
 import pytest
 import torch
 from beyondagent_plugin_torch.generation import ChatScheduler, Sampling, nucleus, sample_next
+from beyondagent_plugin_torch.trainer import stop_token_ids
 from tiny_and_real import both_models
 
 from beyondagent_core.runtime.tokens import ChatTemplate
 
 
+def stop_ids(policy) -> list[int]:
+    """Where the trainer's scheduler ends a turn: eos and the template's end-of-turn token."""
+    model, tokenizer = policy
+    return stop_token_ids(model, tokenizer, ChatTemplate(tokenizer))
+
+
 def scheduler_for(policy) -> ChatScheduler:
     model, tokenizer = policy
-    return ChatScheduler(model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id)
+    return ChatScheduler(model, eos_token_ids=stop_ids(policy), pad_token_id=tokenizer.pad_token_id)
 
 
 # Rendered by the chat template; the real model answers the last in a few tokens (greedy: "No.").
@@ -86,8 +93,8 @@ def test_generation_stops_at_eos_or_the_token_limit(policy) -> None:
                            together=True)
     for ids, logprobs in results:
         assert len(ids) == len(logprobs) <= 7
-        assert tokenizer.eos_token_id not in ids[:-1]
-        assert len(ids) == 7 or ids[-1] == tokenizer.eos_token_id
+        assert not set(stop_ids(policy)) & set(ids[:-1])
+        assert len(ids) == 7 or ids[-1] in stop_ids(policy)
 
 
 @pytest.mark.parametrize("policy", ["smollm2"], indirect=True)
@@ -241,3 +248,14 @@ def test_temperature_zero_takes_each_steps_argmax_and_top_p_keeps_to_its_nucleus
                     kept = nucleus(torch.softmax(logits, -1)[None], torch.tensor([0.5]))[0]
                     assert kept[token] > 0, f"token {token} is outside the 0.5 nucleus"
                 sequence.append(token)
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("tiny", ["<|im_end|>"]), ("smollm2", ["<|im_end|>"]),
+                                                  ("tiny_eos", ["<|endoftext|>", "<|im_end|>"])],
+                         indirect=["policy"])
+def test_a_turn_stops_at_eos_and_at_the_templates_end_of_turn_token(policy, expected) -> None:
+    """tiny_eos's eos is `<|endoftext|>` and its `<|im_end|>` an added special token that no named special
+    token is (a base checkpoint's setup): the end of turn must still stop a turn, or it would run on to
+    its token limit after every reply."""
+    _, tokenizer = policy
+    assert stop_ids(policy) == tokenizer.convert_tokens_to_ids(expected)

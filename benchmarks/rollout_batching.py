@@ -90,6 +90,8 @@ class Workload:
 class SlowSteps:
     """An env whose steps take a random extra 0..`ms` milliseconds (seeded per env: repeatable)."""
 
+    inline_calls = False  # its steps sleep: worker threads, whatever the wrapped env says
+
     def __init__(self, env: Any, ms: float, seed: int):
         import random
 

@@ -87,14 +87,18 @@ class TextGymEnv:
     """What a plain move costs in the game: an invalid answer's reward when `invalid_action_reward` is unset."""
     success_text: ClassVar[str] = "reached the goal"
     unfinished_text: ClassVar[str] = "did not reach the goal"
-    inline_calls: ClassVar[bool] = True
-    """Toy-text games step in microseconds and never block: in-process, their calls run on the event loop."""
 
     def __init__(self, config: Any):
         check_episode_config(config)
         self.config = config
         self._gym: Any = None
         self._episode: Episode | None = None
+
+    @property
+    def inline_calls(self) -> bool:
+        """Toy-text games step in microseconds and never block: in-process, their calls run on the event loop,
+        unless `step_latency_ms` makes each step sleep (a slow env for benchmarks: worker threads then)."""
+        return not self.config.step_latency_ms
 
     @property
     def gym_env(self) -> Any:

@@ -287,3 +287,24 @@ def test_step_latency_makes_each_step_wait(monkeypatch: pytest.MonkeyPatch) -> N
     assert slept == [0.05, 0.05]
     with pytest.raises(ValueError, match="step_latency_ms must be >= 0, got -1"):
         lake(step_latency_ms=-1)
+
+
+def test_a_quick_game_runs_on_the_event_loop_and_a_slowed_one_in_worker_threads() -> None:
+    """`inline_calls` is True for the toy-text game, False once `step_latency_ms` makes its steps sleep: a
+    sleeping step on the event loop would hold every other episode (and a wrapper must not inherit it)."""
+    import asyncio
+    import threading
+
+    from beyondagent_core.envs.local import LocalAsyncEnv
+
+    async def step_thread(env: FrozenLake) -> tuple[bool, bool]:
+        seen: list[int] = []
+        step = env.step
+        env.step = lambda action: seen.append(threading.get_ident()) or step(action)  # type: ignore[method-assign]
+        async with LocalAsyncEnv(env) as wrapped:
+            await wrapped.reset(Task(task_id="frozenlake-train-0"))
+            await wrapped.step({"role": "assistant", "content": "right"})
+            return wrapped.inline, seen == [threading.get_ident()]
+
+    assert asyncio.run(step_thread(lake())) == (True, True)
+    assert asyncio.run(step_thread(lake(step_latency_ms=1))) == (False, False)

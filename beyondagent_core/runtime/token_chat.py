@@ -74,6 +74,7 @@ class TokenChat:
         params.update({key: value for key, value in sampling.items() if key != "max_tokens"})
         params["max_tokens"] = min(int(sampling.get("max_tokens") or self.max_new_tokens), self.max_new_tokens, room)
         params["logprobs"] = True
+        params["stop_token_ids"] = self.stop_token_ids
         token_ids, logprobs = await self.complete(ids, params)
         self.sequence.add_generation(token_ids, logprobs)
         text = self.template.tokenizer.decode(token_ids, skip_special_tokens=True)
@@ -85,6 +86,13 @@ class TokenChat:
         """The tokens that end a turn: eos and the template's end-of-turn token."""
         return frozenset(i for i in (self.template.tokenizer.eos_token_id, *self.template.turn_suffix_ids[:1])
                          if i is not None)
+
+    @property
+    def stop_token_ids(self) -> list[int]:
+        """What the engine is asked to stop at besides its own eos (vLLM's and SGLang's `stop_token_ids`):
+        a base checkpoint whose template ends a turn with a token that is not its eos would otherwise
+        run on past the end of every turn to the token limit."""
+        return sorted(self.end_ids)
 
     def finish_reason(self, token_ids: list[int], limit: int) -> str:
         """Why a turn ended: "length" when it used its whole token limit without ending on eos or end-of-turn."""

@@ -29,7 +29,7 @@ import attrs
 from beyondagent_core import EnvReset, EnvStep, Reward, Task
 from beyondagent_plugin_gym.actions import parse_action
 from beyondagent_plugin_gym.config import GAMES, check_episode_config
-from beyondagent_plugin_gym.goals import Goal, goal_key
+from beyondagent_plugin_gym.goals import Goal, bad_goal, goal_key
 from beyondagent_plugin_gym.seeds import check_split, split_task_id
 
 Message = dict[str, Any]
@@ -147,6 +147,10 @@ class TextGymEnv:
         """`goal` (a task's `metadata["goal"]`) checked against the current start; ValueError if bad."""
         raise ValueError(f"task {task_id!r}: {self.name} has no goal-conditioned tasks")
 
+    def cell(self, state: int) -> tuple[int, int] | None:
+        """The (row, col) the player is on in `state`, which `reach` goals name (None: a game without cells)."""
+        return None
+
     def goal_query(self, goal: Goal) -> str:
         """The natural-language task that asks for `goal`."""
         raise NotImplementedError
@@ -176,6 +180,10 @@ class TextGymEnv:
         self._gym = start.env
         state = start.state
         goal = self.check_goal(task.task_id, task.metadata["goal"]) if "goal" in task.metadata else None
+        if goal is not None and goal["kind"] == "reach" and self.cell(state) == (goal["row"], goal["col"]):
+            # arriving where the episode began is never reported (goals_reached skips the start), so such
+            # a task could not be won: refused like a goal on a hole
+            raise bad_goal(task.task_id, goal, "is the cell the episode starts on: there is nothing to reach")
         self._episode = Episode(task_id=task.task_id, seed=start.seed, state=state, start_state=state, goal=goal)
         query = task.query or (self.default_goal() if goal is None else self.goal_query(goal))
         messages = [

@@ -83,6 +83,9 @@ class CliffWalking(TextGymEnv):
         """The moves that stay on the grid (stepping into the cliff is allowed: exploring finds it)."""
         return moves_on_grid(state, len(GRID), COLUMNS, self.actions)
 
+    def cell(self, state: int) -> tuple[int, int]:
+        return divmod(state, COLUMNS)
+
     def check_goal(self, task_id: str, goal: object) -> Goal:
         goal = check_goal_shape(task_id, goal, ["reach"])
         row, col = check_cell(task_id, goal, len(GRID), COLUMNS)

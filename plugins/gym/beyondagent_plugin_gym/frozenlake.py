@@ -108,6 +108,9 @@ class FrozenLake(TextGymEnv):
             lines.append("You reached the goal!")
         return "\n".join(lines)
 
+    def cell(self, state: int) -> tuple[int, int]:
+        return divmod(state, len(self.map[0]))
+
     def is_success(self, state: int) -> bool:
         row, col = divmod(state, len(self.map[0]))
         return self.map[row][col] == "G"

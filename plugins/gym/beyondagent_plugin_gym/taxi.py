@@ -100,6 +100,10 @@ class Taxi(TextGymEnv):
         """gymnasium's action mask: moves not blocked by a wall or the edge, a pickup or dropoff that is allowed."""
         return [int(index) for index in self._gym.action_mask(state).nonzero()[0]]
 
+    def cell(self, state: int) -> tuple[int, int]:
+        row, col, _, _ = (int(x) for x in self._gym.decode(state))
+        return row, col
+
     def check_goal(self, task_id: str, goal: object) -> Goal:
         goal = check_goal_shape(task_id, goal, ["reach", "pickup", "dropoff"])
         if goal["kind"] == "reach":

@@ -50,6 +50,16 @@ class EpisodeRunnerLike(Protocol):
     async def run(self, task: Task, llm: ChatLLM) -> Trajectory: ...
 
 
+@attrs.define
+class _Tally:
+    """One `keep` call's re-runs: explorations filter their batches concurrently on one filter, so
+    whether a batch's runs all failed is counted per call, never from the shared `stats`."""
+
+    runs: int = 0
+    errors: int = 0
+    first_error: str | None = None
+
+
 class Feasibility:
     """The `TaskFilter` protocol; `stats` counts kept, infeasible, failed runs and unusable references.
 
@@ -63,8 +73,6 @@ class Feasibility:
         self.config = config or FeasibilityConfig()
         self.runner = runner
         self.stats: Counter[str] = Counter()
-        self._first_error: str | None = None
-        self._runs = 0
 
     def bind(self, run: RunContext) -> None:
         """Take the run's episode runner."""
@@ -73,17 +81,17 @@ class Feasibility:
     async def keep(self, candidates: Sequence[Task], kept: Sequence[Task]) -> list[Task]:
         self._check_ready()
         limit = asyncio.Semaphore(self.config.concurrency)
-        before = self.stats["run_errors"], self._runs
-        checked = await asyncio.gather(*(self._check(task, limit) for task in candidates))
-        errors, runs = self.stats["run_errors"] - before[0], self._runs - before[1]
+        tally = _Tally()
+        checked = await asyncio.gather(*(self._check(task, limit, tally) for task in candidates))
+        errors, runs = tally.errors, tally.runs
         if runs and errors == runs:
             # Not one re-run got as far as a reward: the solver cannot work here (offline, no endpoint),
             # which would otherwise drop every synthetic task as "infeasible", quietly.
             raise RunError(f"the feasibility filter could not run any of its {runs} checks; the first error: "
-                           f"{self._first_error}", where=f"{WHERE}, key solver ({self.config.solver})",
+                           f"{tally.first_error}", where=f"{WHERE}, key solver ({self.config.solver})",
                            hint=self._unrunnable_hint())
         if errors:
-            log.warning("feasibility.runs_failed", failed=errors, of=runs, first_error=self._first_error,
+            log.warning("feasibility.runs_failed", failed=errors, of=runs, first_error=tally.first_error,
                         hint="these tasks were dropped as unverified; see the log for each")
         return [task for task in checked if task is not None]
 
@@ -95,7 +103,7 @@ class Feasibility:
             raise RunError("the feasibility filter has no way to run episodes", where=WHERE,
                            hint="it runs inside `beyondagent run|explore`; in code, pass runner=EpisodeRunner(...)")
 
-    async def _check(self, task: Task, limit: asyncio.Semaphore) -> Task | None:
+    async def _check(self, task: Task, limit: asyncio.Semaphore, tally: _Tally) -> Task | None:
         actions = reference_actions(task.ground_truth)
         if self.config.solver == "replay" and actions is None:
             return self._drop(task, "no_reference", "its ground_truth is not a list of actions to replay")
@@ -103,10 +111,11 @@ class Feasibility:
             episode_task, llm = self._episode(task, actions)
             async with limit:
                 trajectory = await self.runner.run(episode_task, llm)  # type: ignore[union-attr]
-            self._runs += 1
+            tally.runs += 1
             if trajectory.error is not None:
                 self.stats["run_errors"] += 1
-                self._first_error = self._first_error or trajectory.error
+                tally.errors += 1
+                tally.first_error = tally.first_error or trajectory.error
                 log.info("feasibility.run_failed", task=task.task_id, attempt=attempt, error=trajectory.error)
             elif trajectory.reward is not None and trajectory.reward.success:
                 self.stats["kept"] += 1

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-SAMPLING = ("temperature", "top_p", "max_tokens", "stop")
+# what the server is sent of a turn's params; stop_token_ids: the template's end of turn besides eos
+SAMPLING = ("temperature", "top_p", "max_tokens", "stop", "stop_token_ids")
 REQUEST_TIMEOUT_S = 600
 
 

@@ -73,6 +73,9 @@ def test_two_turns_through_vllms_openai_server_are_exact(tmp_path: Path) -> None
             asyncio.run(episode())
             answers = [direct(url, model_dir, call["prompt_ids"], call["params"]["max_tokens"])
                        for call in engine.calls]
+            first = engine.calls[0]  # a turn's stop_token_ids (the template's end of turn) reach the server
+            stopped, _ = asyncio.run(engine.engine.complete_tokens(
+                first["prompt_ids"], {**first["params"], "stop_token_ids": [first["ids"][1]]}, request_id="1/0/1"))
     except ServerFailed as exc:
         pytest.fail(str(exc))
     sequence = chat.sequence
@@ -82,5 +85,7 @@ def test_two_turns_through_vllms_openai_server_are_exact(tmp_path: Path) -> None
         assert answer["token_ids"] == call["ids"] == sequence.input_ids[start:end]
         assert call["logprobs"] == pytest.approx(answer["logprobs"]["token_logprobs"], abs=1e-5)
         assert sequence.logprobs[start:end] == call["logprobs"] and all(sequence.loss_mask[start:end])
+    assert first["params"]["stop_token_ids"] == sorted({template.tokenizer.eos_token_id, template.turn_suffix_ids[0]})
+    assert stopped == first["ids"][:first["ids"].index(first["ids"][1]) + 1]  # kept, as eos is
     trained = sum(sequence.loss_mask)
     assert trained == sum(len(call["ids"]) for call in engine.calls) < len(sequence)

@@ -75,6 +75,7 @@ class HFRolloutServer:
         top_k = int(params.get("top_k") or -1)
         stops = params.get("stop") or []
         stops = [stops] if isinstance(stops, str) else list(stops)
+        stop_ids = self.eos | {int(t) for t in params.get("stop_token_ids") or ()}  # as vLLM: kept in the output
         ids: list[int] = []
         logprobs: list[float] = []
         cache = None
@@ -91,7 +92,7 @@ class HFRolloutServer:
                 token = int(torch.argmax(logits))
             ids.append(token)
             logprobs.append(float(torch.log_softmax(scaled, dim=-1)[token]))
-            if token in self.eos:
+            if token in stop_ids:
                 return ids, logprobs, "completed"
             if stops and any(s in self.tokenizer.decode(ids, skip_special_tokens=True) for s in stops):
                 return ids, logprobs, "completed"

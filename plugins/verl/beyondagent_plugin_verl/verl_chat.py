@@ -105,7 +105,8 @@ class VerlGenerator:
         request_id = self._request_ids.setdefault(
             session, self.chat.request_id if not self._request_ids else f"{self.chat.request_id}-{len(self._request_ids)}")
         params = {**self.chat.sampling_params, "temperature": settings.temperature, "top_p": settings.top_p,
-                  "max_tokens": min(settings.max_tokens, self.chat.max_new_tokens), "logprobs": True}
+                  "max_tokens": min(settings.max_tokens, self.chat.max_new_tokens), "logprobs": True,
+                  "stop_token_ids": self.chat.stop_token_ids}
         token_ids, logprobs = await self.chat.generate(request_id, prompt_ids, params)
         return token_ids, logprobs if logprobs is not None else [math.nan] * len(token_ids)
 

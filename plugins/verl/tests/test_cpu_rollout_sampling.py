@@ -1,4 +1,4 @@
-"""The CPU rollout's sampler (cpu_rollout.py), in verl's venv: top-k, top-p, greedy, log-probs.
+"""The CPU rollout's sampler (cpu_rollout.py), in verl's venv: top-k, top-p, greedy, log-probs, stop ids.
 
 The end-to-end test (test_verl_cpu_training.py) samples at temperature 1 with no cut-off, where
 verl's own check shows the log-probs equal the actor's; this one covers the cut-offs on a
@@ -26,8 +26,10 @@ prompt = [1, 2, 3, 4, 5]
 async def main():
     a = await server.generate(prompt, {"temperature": 0.0, "max_tokens": 5}, "r1")
     b = await server.generate(prompt, {"temperature": 0.0, "max_tokens": 5}, "r2")
-    return a, b
-a, b = asyncio.run(main())
+    stop = await server.generate(prompt, {"temperature": 0.0, "max_tokens": 5, "stop_token_ids": [a.token_ids[2]]}, "r3")
+    return a, b, stop
+a, b, stop = asyncio.run(main())
+out["stopped"] = stop.token_ids == a.token_ids[:a.token_ids.index(a.token_ids[2]) + 1]  # kept, as vLLM does
 with torch.no_grad():  # the greedy tokens and their log-probs from one forward pass over the whole sequence
     full = server.model(torch.tensor([prompt + a.token_ids])).logits[0].float()
 steps = full[len(prompt) - 1:len(prompt) - 1 + len(a.token_ids)]
@@ -48,4 +50,5 @@ def test_cut_offs_greedy_and_log_probs(verl_venv: Any, tiny_model: str) -> None:
     assert out["top_p_0.1"] == [0]  # the most likely token always stays
     assert out["all"] == [0, 1, 2, 3]
     assert out["greedy_same"] and out["greedy_is_argmax"]
+    assert out["stopped"]  # a request's stop_token_ids (the template's end of turn) end its turn
     assert out["logprob_error"] < 1e-4  # with a KV cache, against one pass over the whole sequence

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from beyondagent_plugin_synthesis.feasibility import Feasibility, FeasibilityConfig
 
 from beyondagent_core.errors import RunError

@@ -5,8 +5,8 @@ prints the URL it bound), with a fresh random bearer token passed through the en
 waits for `/healthz`, and `stop()` sends SIGTERM (the server closes every instance) and waits,
 killing it only if it does not exit. The child also watches its parent, so a run that is
 killed does not leave a server behind; an `atexit` hook stops it on a normal interpreter exit.
-Its output goes to a log file (`log_path`, or a temporary file) whose tail is shown when it
-fails to start.
+Its output goes to a log file (`log_path`: a run's `envservice.log`; or a temporary file, removed
+when the server stops cleanly and kept when it failed) whose tail is shown when it fails to start.
 """
 
 from __future__ import annotations
@@ -52,11 +52,12 @@ def _server_environment(token: str) -> dict[str, str]:
 class LaunchedServer:
     """One child `beyondagent env serve` process."""
 
-    def __init__(self, proc: subprocess.Popen, url: str, token: str, log_path: Path):
+    def __init__(self, proc: subprocess.Popen, url: str, token: str, log_path: Path, *, temporary_log: bool = False):
         self.proc = proc
         self.url = url
         self.token = token
         self.log_path = log_path
+        self.temporary_log = temporary_log  # removed after a clean stop: each launch would leave one behind
 
     @classmethod
     def start(cls, env: str, config: dict[str, Any] | None = None, *, args: list[str] | tuple[str, ...] = (),
@@ -64,6 +65,7 @@ class LaunchedServer:
               where: str = "env.service") -> LaunchedServer:
         """Start the server for `env` with `config` (the env block's keys) and wait until it is healthy."""
         token = secrets.token_urlsafe(24)
+        temporary_log = log_path is None
         if log_path is None:
             handle, name = tempfile.mkstemp(prefix="beyondagent-envservice-", suffix=".log")
             os.close(handle)
@@ -79,7 +81,7 @@ class LaunchedServer:
         with log_path.open("wb") as output:
             proc = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=environment)
-        server = cls(proc, "", token, log_path)
+        server = cls(proc, "", token, log_path, temporary_log=temporary_log)
         atexit.register(server.stop)
         try:
             server.url = server._wait_ready(timeout, where)
@@ -135,4 +137,7 @@ class LaunchedServer:
                 self.proc.kill()
                 self.proc.wait()
             log.info("envservice.launched_stopped", pid=self.proc.pid, code=self.proc.returncode)
+        # uvicorn re-raises the SIGTERM it handled once shut down gracefully: -SIGTERM is a clean stop too
+        if self.temporary_log and self.proc.returncode in (0, -signal.SIGTERM):
+            self.log_path.unlink(missing_ok=True)
         return self.proc.returncode

@@ -33,6 +33,7 @@ def launched():
     yield opener
     asyncio.run(opener.aclose())
     assert not opener.launched.running  # stopped, not left behind
+    assert not opener.launched.log_path.exists()  # its temporary log too, once it stopped cleanly
 
 
 async def episode(opener, task_id: str) -> tuple[dict, float]:
@@ -99,6 +100,9 @@ def test_a_launch_that_cannot_start_says_why() -> None:
     with pytest.raises(RunError, match="exited with code 2 before it was ready") as info:
         remote_opener("frozenlake", "launch", where=WHERE, config={"size": 1})
     assert "--config.size must be >= 2, got 1" in info.value.hint
+    kept = Path(info.value.hint.split("its output (", 1)[1].split("):", 1)[0])
+    assert "--config.size" in kept.read_text()  # a failed server's log stays for the user to read
+    kept.unlink()
 
 
 def test_a_launched_server_does_not_outlive_a_killed_run(tmp_path) -> None:
@@ -167,5 +171,6 @@ def test_the_spec_adds_serve_args_to_a_launched_server(plugin_manager, tmp_path,
         asyncio.run(open_three())
     finally:
         context.close()
+    assert "envservice listening on" in (tmp_path / "envservice.log").read_text()  # the run directory's log
     with pytest.raises(SpecError, match="env.serve_args is set but env.service is 'local'"):
         context_for({"name": "frozenlake", "serve_args": ["--threads", "2"]}).env_opener()

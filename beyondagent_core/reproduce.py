@@ -90,13 +90,7 @@ def command_line(argv: list[str]) -> list[str]:
 def write(run_dir: Path, *, seed: int, packages: dict[str, str | None], resume: bool = False) -> Path:
     """The core's part of `reproduce.json` (a resumed run keeps the earlier records under `earlier`)."""
     path = Path(run_dir) / REPRODUCE_FILE
-    earlier: list[dict[str, Any]] = []
-    if resume and path.is_file():
-        try:
-            previous = json.loads(path.read_text(encoding="utf-8"))
-            earlier = [*previous.pop("earlier", []), previous]
-        except (OSError, ValueError):
-            earlier = []
+    earlier = _earlier_records(path) if resume and path.is_file() else []
     record = {"command": command_line(sys.argv), "spec": "spec.resolved.yaml",
               "project": project_commit(), "packages": dict(sorted(packages.items())),
               "python": platform.python_version(), "seed": seed}
@@ -106,6 +100,20 @@ def write(run_dir: Path, *, seed: int, packages: dict[str, str | None], resume: 
     return path
 
 
+def _earlier_records(path: Path) -> list[Any]:
+    """The records a resumed run keeps: the last one and those it kept. A file that is not what this module
+    writes (edited, damaged) is kept as it is, under `unreadable`, never dropped or fatal."""
+    try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(previous, dict):
+        log.warning("reproduce.earlier_not_a_record", path=str(path), kept_as="earlier[0].unreadable")
+        return [{"unreadable": previous}]
+    earlier = previous.pop("earlier", [])
+    return [*(earlier if isinstance(earlier, list) else [{"unreadable": earlier}]), previous]
+
+
 def add(run_dir: Path, **fields: Any) -> None:
     """The backend's part (device, precision, model, ...), merged into `reproduce.json`; a run
     directory without one (a run the core did not start) gets nothing, and a write that fails is
@@ -113,6 +121,8 @@ def add(run_dir: Path, **fields: Any) -> None:
     path = Path(run_dir) / REPRODUCE_FILE
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(record, dict):
+            raise ValueError(f"it holds a JSON {type(record).__name__}, not the object this run wrote")
         record.update(fields)
         path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     except FileNotFoundError:

@@ -75,3 +75,21 @@ def test_the_digest_is_kept_next_to_the_model_and_reused_while_its_files_are_unc
     assert reproduce.model_digest(model)["sha256"] == "from-the-memo"  # read, not recomputed
     (model / "model.safetensors").write_bytes(b"\x01" * 65)
     assert reproduce.model_digest(model)["sha256"] not in ("from-the-memo", first["sha256"])  # a change rehashes
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '"text"', '{"seed": 1, "earlier": 5}'])
+def test_a_record_that_is_not_what_this_module_wrote_is_kept_and_never_fatal(tmp_path: Path, content: str) -> None:
+    """A hand-edited or damaged reproduce.json (valid JSON, not a record) neither crashes `add` nor a
+    resume; the resume keeps what was there under `earlier` (found by the eighth mutation audit)."""
+    path = tmp_path / "reproduce.json"
+    path.write_text(content)
+    reproduce.add(tmp_path, device="cpu")  # not an object: logged, not raised, the file left as it was
+    kept = json.loads(content)
+    assert path.read_text() == content or isinstance(kept, dict)
+    reproduce.write(tmp_path, seed=4, packages={}, resume=True)
+    record = json.loads(path.read_text())
+    assert record["seed"] == 4
+    if isinstance(kept, dict):
+        assert record["earlier"] == [{"unreadable": 5}, {"seed": 1, "device": "cpu"}]
+    else:
+        assert record["earlier"] == [{"unreadable": kept}]

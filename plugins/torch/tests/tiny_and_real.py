@@ -12,6 +12,7 @@ take all three freely (conftest's `tokenizer`); a test that runs the real model 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import shutil
@@ -46,6 +47,7 @@ def tiny_eos_dir() -> Path:
     from beyondagent_plugin_torch.tiny import tiny_model_dir
 
     directory = Path(tempfile.mkdtemp(prefix="tiny-eos-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)  # once the test session ends
     for source in tiny_model_dir().iterdir():
         shutil.copy(source, directory / source.name)
     tokenizer_config = json.loads((directory / "tokenizer_config.json").read_text())

@@ -149,7 +149,7 @@ class RunContext:
                 config = attrs.asdict(component.config) if attrs.has(type(component.config)) else {}
                 launch = launch_settings(self.registry, registered)
                 launch["args"] = (*launch["args"], *(str(arg) for arg in component.block.serve_args))
-                launch["log_path"] = str(self.run_dir / "envservice.log")  # a launched server's output
+                launch["log_dir"] = str(self.run_dir / "logs")  # a launched server's output: logs/envservice-*.log
                 if component.block.call_timeout is not None:
                     if service != "launch":
                         raise SpecError("env.call_timeout bounds env calls this run makes in-process or on a server "

@@ -5,8 +5,9 @@ prints the URL it bound), with a fresh random bearer token passed through the en
 waits for `/healthz`, and `stop()` sends SIGTERM (the server closes every instance) and waits,
 killing it only if it does not exit. The child also watches its parent, so a run that is
 killed does not leave a server behind; an `atexit` hook stops it on a normal interpreter exit.
-Its output goes to a log file (`log_path`: a run's `envservice.log`; or a temporary file, removed
-when the server stops cleanly and kept when it failed) whose tail is shown when it fails to start.
+Its output goes to a log file of its own (`log_dir`: a run's `logs/`, where each launch, resumed runs'
+and verl's workers' included, gets a new `envservice-*.log`; without one a temporary file, removed when
+the server stops cleanly and kept when it failed) whose tail is shown when it fails to start.
 """
 
 from __future__ import annotations
@@ -61,16 +62,17 @@ class LaunchedServer:
 
     @classmethod
     def start(cls, env: str, config: dict[str, Any] | None = None, *, args: list[str] | tuple[str, ...] = (),
-              log_path: Path | None = None, python: str | None = None, timeout: float = 120.0,
+              log_dir: Path | None = None, python: str | None = None, timeout: float = 120.0,
               where: str = "env.service") -> LaunchedServer:
         """Start the server for `env` with `config` (the env block's keys) and wait until it is healthy."""
         token = secrets.token_urlsafe(24)
-        temporary_log = log_path is None
-        if log_path is None:
-            handle, name = tempfile.mkstemp(prefix="beyondagent-envservice-", suffix=".log")
-            os.close(handle)
-            log_path = Path(name)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary_log = log_dir is None
+        if log_dir is not None:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix="envservice-" if log_dir else "beyondagent-envservice-",
+                                        suffix=".log", dir=log_dir)  # a new file each launch: never another's
+        os.close(handle)
+        log_path = Path(name)
         command = [python or sys.executable, "-m", "beyondagent_core.cli", "env", "serve", "--env", env,
                    "--host", "127.0.0.1", "--port", "0", "--token-env", TOKEN_VAR,
                    "--exit-with-parent", str(os.getpid()), *args]

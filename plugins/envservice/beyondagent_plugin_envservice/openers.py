@@ -41,8 +41,8 @@ def remote_opener(env_name: str, service: str, *, where: str, config: dict[str, 
                   launch: dict[str, Any] | None = None) -> RemoteEnvOpener:
     """The opener of `env.service` = a service URL or `launch`, for the env named `env_name`.
 
-    `launch` holds how to start a launched server: `python` (an env's own venv), `log_path` (where its
-    output goes: the run directory's `envservice.log`; else a temporary file), `args` and
+    `launch` holds how to start a launched server: `python` (an env's own venv), `log_dir` (where its
+    output goes: the run directory's `logs/`; else a temporary file), `args` and
     `call_timeout` (the server's `--call-timeout`, when the spec sets one: the client waits longer).
     """
     if service == "launch":
@@ -56,9 +56,9 @@ def remote_opener(env_name: str, service: str, *, where: str, config: dict[str, 
             args = (*args, "--call-timeout", f"{launch['call_timeout']:g}")
             # The server's 504 must arrive before the client gives up on the call.
             options = ClientOptions(timeout=max(options.timeout, launch["call_timeout"] + 30))
-        log_path = Path(launch["log_path"]) if launch.get("log_path") else None
+        log_dir = Path(launch["log_dir"]) if launch.get("log_dir") else None
         server = LaunchedServer.start(env_name, config, where=where, python=launch.get("python"), args=args,
-                                      log_path=log_path)
+                                      log_dir=log_dir)
         return RemoteEnvOpener(EnvServiceClient(server.url, token=server.token, options=options), env_name,
                                launched=server)
     if not service.startswith(("http://", "https://")):

@@ -171,6 +171,7 @@ def test_the_spec_adds_serve_args_to_a_launched_server(plugin_manager, tmp_path,
         asyncio.run(open_three())
     finally:
         context.close()
-    assert "envservice listening on" in (tmp_path / "envservice.log").read_text()  # the run directory's log
+    logs = list((tmp_path / "logs").glob("envservice-*.log"))  # the run directory's, one per launch
+    assert len(logs) == 1 and "envservice listening on" in logs[0].read_text()
     with pytest.raises(SpecError, match="env.serve_args is set but env.service is 'local'"):
         context_for({"name": "frozenlake", "serve_args": ["--threads", "2"]}).env_opener()

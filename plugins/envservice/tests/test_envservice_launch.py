@@ -111,13 +111,14 @@ def test_a_launched_server_does_not_outlive_a_killed_run(tmp_path) -> None:
         "from beyondagent_plugin_envservice.launch import LaunchedServer\n"
         "import time\n"
         "server = LaunchedServer.start('frozenlake', {})\n"
-        "print('PID', server.proc.pid, flush=True)\n"
+        "print('PID', server.proc.pid, server.log_path, flush=True)\n"
         "time.sleep(120)\n"
     )
     run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                            env=cli_environment(), cwd=ROOT)
     try:
-        server_pid = next(int(line.split()[1]) for line in run.stdout if line.startswith("PID "))
+        _, pid, log_path = next(line.split() for line in run.stdout if line.startswith("PID "))
+        server_pid = int(pid)
         assert process_alive(server_pid)
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=30)
@@ -125,6 +126,7 @@ def test_a_launched_server_does_not_outlive_a_killed_run(tmp_path) -> None:
     finally:
         if run.poll() is None:
             run.kill()
+        Path(log_path).unlink(missing_ok=True)  # a killed run cannot remove its server's temporary log
 
 
 def process_alive(pid: int) -> bool:

@@ -114,6 +114,7 @@ def test_a_launched_server_does_not_outlive_a_killed_run(tmp_path) -> None:
         "print('PID', server.proc.pid, server.log_path, flush=True)\n"
         "time.sleep(120)\n"
     )
+    log_path = None
     run = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                            env=cli_environment(), cwd=ROOT)
     try:
@@ -126,7 +127,8 @@ def test_a_launched_server_does_not_outlive_a_killed_run(tmp_path) -> None:
     finally:
         if run.poll() is None:
             run.kill()
-        Path(log_path).unlink(missing_ok=True)  # a killed run cannot remove its server's temporary log
+        if log_path:  # a killed run cannot remove its server's temporary log
+            Path(log_path).unlink(missing_ok=True)
 
 
 def process_alive(pid: int) -> bool:

@@ -54,9 +54,11 @@ def _number(value: Any) -> float | None:
 
 
 def _is_val_mean(name: str, var: str) -> bool:
+    """verl's `<section>/<data source>/<var>/mean@N`; read from both ends, as a data source may hold a "/"
+    itself (verl's GSM8K parquet names its source `openai/gsm8k`)."""
     parts = name.split("/")
-    return (len(parts) == 4 and parts[0] in ("val-core", "val-aux") and parts[2] == var
-            and parts[3].startswith("mean@"))
+    return (len(parts) >= 4 and parts[0] in ("val-core", "val-aux") and parts[-2] == var
+            and parts[-1].startswith("mean@"))
 
 
 def map_step(verl_metrics: dict[str, Any]) -> dict[str, Any]:

@@ -99,11 +99,15 @@ class VerlGenerator:
         self.chat = chat
         self.eos_token_ids = chat.end_ids
         self._request_ids: dict[Hashable, str] = {}
+        self._sessions = 0  # sessions started: numbers new ids, so one never repeats a live session's
 
     async def generate(self, prompt_ids: list[int], settings: GenerationSettings,
                        session: Hashable) -> tuple[list[int], list[float]]:
-        request_id = self._request_ids.setdefault(
-            session, self.chat.request_id if not self._request_ids else f"{self.chat.request_id}-{len(self._request_ids)}")
+        request_id = self._request_ids.get(session)
+        if request_id is None:
+            request_id = self.chat.request_id if not self._sessions else f"{self.chat.request_id}-{self._sessions}"
+            self._request_ids[session] = request_id
+            self._sessions += 1
         params = {**self.chat.sampling_params, "temperature": settings.temperature, "top_p": settings.top_p,
                   "max_tokens": min(settings.max_tokens, self.chat.max_new_tokens), "logprobs": True,
                   "stop_token_ids": self.chat.stop_token_ids}

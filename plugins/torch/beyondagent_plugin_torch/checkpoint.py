@@ -52,6 +52,9 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any, opt
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "torch_rng": torch.get_rng_state(),
+        # on a GPU its generators too: LoRA's dropout (and any op drawing from the default CUDA generator)
+        # must draw after a resume what it would have drawn without the interruption
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "python_rng": random.getstate(),
     }, staging / "optimizer.pt")
     (staging / "state.json").write_text(json.dumps({"step": step, "spec": spec}, indent=2, default=str) + "\n")
@@ -104,6 +107,9 @@ def load_training_state(checkpoint: Checkpoint, *, optimizer: Any, scheduler: An
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     torch.set_rng_state(state["torch_rng"])
+    cuda_rng = state.get("cuda_rng")  # None: saved without a GPU (or before it was saved)
+    if cuda_rng is not None and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda_rng)
     random.setstate(state["python_rng"])
 
 

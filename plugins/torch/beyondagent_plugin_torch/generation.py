@@ -97,16 +97,17 @@ class _Row:
     noise: torch.Generator
     tokens: list[int] = attrs.Factory(list)
     logprobs: list[float] = attrs.Factory(list)
-    _uniforms: torch.Tensor | None = None  # noise drawn ahead for the row's next tokens
+    _uniforms: tuple[torch.Tensor, ...] = ()  # noise drawn ahead for the row's next tokens, a view per token
     _used: int = 0
 
     def next_uniforms(self, vocab: int, device: Any) -> torch.Tensor:
         """The noise for the row's next token: [vocab] uniforms from its own generator. Drawn in
         chunks whose size depends only on the vocabulary and the row's token limit, never on the batch."""
-        if self._uniforms is None or self._used == len(self._uniforms):
+        if self._used == len(self._uniforms):
             left = max(self.request.max_new_tokens - len(self.tokens), 1)
             chunk = min(max(_NOISE_CHUNK_ELEMENTS // vocab, 1), left)
-            self._uniforms, self._used = torch.rand((chunk, vocab), generator=self.noise, device=device), 0
+            # unbound once: a tuple lookup per token, not a tensor index per token
+            self._uniforms, self._used = torch.rand((chunk, vocab), generator=self.noise, device=device).unbind(0), 0
         self._used += 1
         return self._uniforms[self._used - 1]
 

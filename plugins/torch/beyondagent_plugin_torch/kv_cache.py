@@ -129,12 +129,14 @@ def cache_layers(cache: object) -> tuple[list[torch.Tensor], list[torch.Tensor]]
 
 
 def make_cache(keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor]) -> object:
-    """A `DynamicCache` holding these per-layer `[batch, kv_heads, length, head_dim]` tensors."""
+    """A `DynamicCache` holding these per-layer `[batch, kv_heads, length, head_dim]` tensors themselves
+    (its `update` would concatenate them onto empty ones: a copy of the whole cache for nothing)."""
     from transformers import DynamicCache
 
     cache = DynamicCache()
     for layer, (k, v) in enumerate(zip(keys, values)):
-        cache.update(k, v, layer)
+        cache.update(k[..., :0, :], v[..., :0, :], layer)  # the layer, initialized with no tokens
+        cache.layers[layer].keys, cache.layers[layer].values = k, v
     return cache
 
 

@@ -248,6 +248,7 @@ _LABELLED = re.compile(
     r"\b(verdict|score|grade|rating|judgement|judgment|final answer|answer|result|correct|success)\b"
     r"\**\s*[:=]\s*\**\s*([^\n,;]+)", re.I)
 _NUMBER = re.compile(r"^([+-]?\d+(?:\.\d+)?|[+-]?\.\d+)\s*(?:(/)\s*(\d+(?:\.\d+)?)|(%))?")
+_OPENING_WORD = re.compile(r"([a-z]+)\s*(?:[,.;:!()\-]|$)")
 _JSON_KEYS = ("score", "verdict", "success", "correct", "pass", "passed", "grade", "rating", "result")
 YES = frozenset({"yes", "y", "true", "correct", "pass", "passed", "success", "successful", "succeeded",
                  "accomplished", "solved", "complete", "completed"})
@@ -289,7 +290,10 @@ def verdict_value(raw: Any) -> float | None:
         elif match.group(4):
             number /= 100.0
         return number if 0.0 <= number <= 1.0 else None
-    first = re.split(r"[\s,.;:!()\-]+", word, maxsplit=1)[0]
+    # A verdict word that opens the answer counts only as a clause of its own ("Yes, it did", "No.", "Correct -
+    # ..."): followed by another word it is not the verdict ("No doubt, it succeeded", "Success rate: 0%").
+    opening = _OPENING_WORD.match(word)
+    first = opening.group(1) if opening else None
     if first in YES:
         return 1.0
     if first in NO:

@@ -205,8 +205,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     metrics = pipeline.run(session, on_bad_record=args.on_bad_record, resume=args.resume)
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=False).print(f"[bold green]run finished[/]: {json.dumps(metrics, default=str)}")
+    Console(stderr=False).print(f"[bold green]run finished[/]: {escape(json.dumps(metrics, default=str))}")
     return 0
 
 
@@ -223,12 +224,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def print_exploration(report: Any) -> None:
     """The exploration's statistics: tasks per seed, filters, LLM use, failures."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     result = report.result
     if result is None:
-        console.print(f"cache {report.cache} is finished: {len(report.tasks)} synthetic tasks "
+        console.print(f"cache {escape(str(report.cache))} is finished: {len(report.tasks)} synthetic tasks "
                       f"(nothing explored; --force explores again)")
         return
     per_seed = sorted(result.per_seed.values())
@@ -247,12 +249,12 @@ def print_exploration(report: Any) -> None:
         *((f"llm: {key}", str(value)) for key, value in sorted(result.llm.items())),
         ("seconds", f"{result.seconds:.1f}"),
     ]
-    for name, value in rows:
-        table.add_row(name, value)
+    for name, value in rows:  # names and values hold the spec's and the errors' text: never markup
+        table.add_row(escape(name), escape(value))
     console.print(table)
     for error in result.errors:
-        console.print(f"[yellow]failed[/] {error}")
-    console.print(f"cache: {report.cache}")
+        console.print(f"[yellow]failed[/] {escape(str(error))}")
+    console.print(f"cache: {escape(str(report.cache))}")
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -269,6 +271,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def print_plan(plan: Any) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -276,11 +279,11 @@ def print_plan(plan: Any) -> None:
     for column in ("key", "kind", "name", "provider"):
         table.add_column(column)
     for row in plan.components:
-        table.add_row(row["key"], row["kind"], row["name"], row["provider"])
+        table.add_row(*(escape(str(row[column])) for column in ("key", "kind", "name", "provider")))
     console.print(table)
     console.print(f"original tasks: {plan.original}   val tasks: {plan.val}")
     synthetic = "?" if plan.synthetic is None else plan.synthetic
-    console.print(f"synthetic tasks: {synthetic} ({plan.synthetic_source})")
+    console.print(f"synthetic tasks: {synthetic} ({escape(str(plan.synthetic_source))})")
     if plan.mixed is not None:
         console.print(f"after mixing (epoch 0): {sum(plan.mixed.values())} tasks = "
                       f"{plan.mixed['original']} original + {plan.mixed['synthetic']} synthetic")
@@ -314,6 +317,7 @@ def cmd_plugins(args: argparse.Namespace) -> int:
                 print(f"{record.distribution}=={record.version}")
         return 0
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -323,18 +327,20 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     for record in records:
         provides = "; ".join(f"{kind}: {', '.join(names)}" for kind, names in record.provides.items())
         status = {"ok": "[green]ok[/]", "disabled": "[yellow]disabled[/]"}.get(record.status, "[red]error[/]")
-        table.add_row(record.name, record.distribution or "", record.version or "", status,
-                      provides or (record.error or ""))
+        # a third party's names and errors are text, never markup ("one of [a, b]" would lose its list)
+        table.add_row(escape(record.name), escape(record.distribution or ""), escape(record.version or ""), status,
+                      escape(provides or (record.error or "")))
     console.print(table)
     for record in records:
         if record.status == "error":
-            console.print(f"[red]{record.name}[/] ({record.provider}): {record.error}", highlight=False)
+            console.print(f"[red]{escape(record.name)}[/] ({escape(str(record.provider))}): {escape(str(record.error))}",
+                          highlight=False)
             if args.verbose and record.traceback:
-                console.print(record.traceback, highlight=False)
+                console.print(record.traceback, highlight=False, markup=False)
     for kind, names in conflicts.items():
         for name, providers in names.items():
-            console.print(f"[yellow]conflict[/]: {kind} {name!r} is provided by {'; '.join(providers)} "
-                          f"- select one as plugin/{name}", highlight=False)
+            detail = f"{kind} {name!r} is provided by {'; '.join(providers)} - select one as plugin/{name}"
+            console.print(f"[yellow]conflict[/]: {escape(detail)}", highlight=False)
     return 0
 
 

@@ -8,7 +8,7 @@ making a new folder or file (names that do not exist yet). The `random` explorer
 
 `achieved_goals(executed, bfcl_id)` turns what an episode did into tasks: for every call that
 changed a backend's state (BFCL's own state comparison: public attributes, `!=`), the calls
-up to it become a one-turn task, `metadata["goal"] = {"kind": "calls", "calls": [...],
+up to it that ran (not the failed or refused ones) become a one-turn task, `metadata["goal"] = {"kind": "calls", "calls": [...],
 "query": ...}`, on the seed entry's initial state. The env grades such a task with BFCL's
 `multi_turn_checker`, those calls as the ground truth: the same state and the same results,
 so the synthetic task is verified the way BFCL verifies its own.
@@ -92,12 +92,16 @@ def describe(call: str) -> str:
 
 
 def achieved_goals(executed: list[dict[str, Any]], bfcl_id: str) -> list[dict[str, Any]]:
-    """`[{"query", "goal"}]`: one per state-changing call, the calls up to it (at most 12)."""
+    """`[{"query", "goal"}]`: one per state-changing call, the calls up to it that ran (at most 12).
+
+    A call that failed or was refused (a function no backend has, one over a cap: recorded as
+    `not_run_<name>()`) changed nothing and is left out: the env refuses a goal naming a function
+    its backends do not have, and a task must not ask for one."""
     goals = []
     for index, record in enumerate(executed):
-        if not record.get("changed") or index + 1 > MAX_GOAL_CALLS:
+        calls = [item["call"] for item in executed[: index + 1] if item.get("ok")]
+        if not record.get("changed") or len(calls) > MAX_GOAL_CALLS:
             continue
-        calls = [item["call"] for item in executed[: index + 1]]
         query = ("Using the functions you have, do the following, in this order: "
                  + "; ".join(describe(call) for call in calls) + ".")
         goals.append({"query": query, "goal": {"kind": "calls", "calls": calls, "query": query, "seed": bfcl_id}})

@@ -12,32 +12,11 @@ From the eighth mutation audit. Main venv only (verl is not imported).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-import yaml
-from beyondagent_plugin_verl.mapping import OUR_TRAINER, RunFiles, failure_aware, our_advantages, verl_overrides
+from beyondagent_plugin_verl.mapping import OUR_TRAINER, failure_aware, our_advantages
+from test_mapping import mapped, spec_of
 
-from beyondagent_core.pipeline import prepare
-from beyondagent_core.plugins import PluginManager, Switches
-
-ROOT = Path(__file__).resolve().parents[3]
 VAL = "actor_rollout_ref.rollout.val_kwargs"
-
-
-def spec_of(tmp_path: Path, backend: dict[str, Any]) -> Any:
-    data = yaml.safe_load((ROOT / "examples" / "verl_frozenlake.yaml").read_text())
-    data["run"]["output_dir"] = str(tmp_path / "runs")
-    data["backend"].update(backend)
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    return prepare(path, manager=PluginManager(Switches(autoload=True))).spec
-
-
-def mapped(spec: Any, tmp_path: Path) -> dict[str, Any]:
-    files = RunFiles(run_dir=tmp_path / "run", train_files=("t.parquet",), val_files=("v.parquet",),
-                     agent_loop_config=tmp_path / "run" / "verl" / "agent_loop.yaml")
-    return {o.key: o.value for o in verl_overrides(spec, spec.component("backend").config, files,
-                                                   model_path="/models/m")}
 
 
 def test_greedy_validation_follows_val_temperature_not_the_training_temperature(tmp_path: Path) -> None:

@@ -13,28 +13,17 @@ calls go through the real gateway episode with the tiny model's template. From t
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 from beyondagent_plugin_gateway.api import parse_request
 from beyondagent_plugin_verl.config import VerlConfig
 from beyondagent_plugin_verl.verl_chat import VerlChat, gateway_sample
+from test_verl_chat_finish_reason import FixedServer
 
 from beyondagent_core.runtime.tokens import ChatTemplate
 from beyondagent_core.types import Reward, Task, Trajectory
 
 load_tokenizer = pytest.importorskip("beyondagent_plugin_torch.models").load_tokenizer
-
-
-class FixedServer:
-    """Stands in for verl's server manager: returns `token_ids` for every request."""
-
-    def __init__(self, token_ids: list[int]):
-        self.token_ids = token_ids
-
-    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict) -> SimpleNamespace:
-        ids = self.token_ids[: sampling_params["max_tokens"]]
-        return SimpleNamespace(token_ids=ids, log_probs=[-0.1] * len(ids), stop_reason="completed")
 
 
 def test_a_turn_may_fill_the_whole_response_budget_and_no_more() -> None:

@@ -25,6 +25,7 @@ class CharTokenizer:
     """ChatML, one token per character; `<|endoftext|>` (id 0) is eos, not the end-of-turn `<|im_end|>`."""
 
     eos_token_id = 0
+    all_special_ids = [0, 1, 2]  # as a tokenizer says which ids are its special tokens
 
     def __init__(self) -> None:
         self.pieces = list(SPECIAL)

@@ -83,8 +83,9 @@ class TokenChat:
 
     @property
     def end_ids(self) -> frozenset[int]:
-        """The tokens that end a turn: eos and the template's end-of-turn token."""
-        return frozenset(i for i in (self.template.tokenizer.eos_token_id, *self.template.turn_suffix_ids[:1])
+        """The tokens that end a turn: eos and the template's end-of-turn token (`ChatTemplate.end_of_turn_id`:
+        a special token only, never plain text the engine must not stop at)."""
+        return frozenset(i for i in (self.template.tokenizer.eos_token_id, self.template.end_of_turn_id)
                          if i is not None)
 
     @property

@@ -61,6 +61,14 @@ def as_message(turn: Turn) -> dict[str, Any]:
     return message
 
 
+def is_special_token(tokenizer: Any, token_id: int) -> bool:
+    """A named special token (`all_special_ids`) or an added token marked special."""
+    if token_id in set(getattr(tokenizer, "all_special_ids", ())):
+        return True
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return bool(getattr(added.get(token_id), "special", False))
+
+
 class ChatTemplate:
     """The tokenizer's chat template, split into the increments a multi-turn episode needs."""
 
@@ -72,6 +80,12 @@ class ChatTemplate:
         self._base_text = closed
         # What the template writes after an assistant message's content, e.g. "<|im_end|>\n".
         self.turn_suffix_ids = self.encode(closed.rsplit(_SENTINEL, 1)[1])
+        # The token a model ends its turn with (`<|im_end|>`): the suffix's first one when it is a special
+        # token, a named one or an added token marked special (a base checkpoint's eos is often
+        # `<|endoftext|>`, `<|im_end|>` only added); None when the turn closes with plain text (a newline),
+        # where no sampler may stop.
+        first = self.turn_suffix_ids[0] if self.turn_suffix_ids else None
+        self.end_of_turn_id = first if first is not None and is_special_token(tokenizer, first) else None
         self._memo: dict[tuple[str, str], tuple[int, ...]] = {}
 
     def render(self, messages: Sequence[dict[str, Any]], *, add_generation_prompt: bool) -> str:

@@ -69,7 +69,7 @@ class CliffWalking(TextGymEnv):
 
     def describe(self, state: int, action: int | None = None, reward: float | None = None,
                  terminated: bool = False) -> str:
-        row, col = divmod(state, COLUMNS)
+        row, col = self.cell(state)
         lines = [*mark(GRID, row, col, "P"), f"You are at row {row}, column {col}."]
         if reward == CLIFF_REWARD:
             lines.append("You fell off the cliff (-100) and are back at the start.")
@@ -98,7 +98,7 @@ class CliffWalking(TextGymEnv):
 
     def goals_reached(self, start: int, before: int, action: int, after: int, reward: float) -> list[Goal]:
         """Each cell the player steps onto, except the start."""
-        return [] if after in (start, before) else [reach(*divmod(after, COLUMNS))]
+        return [] if after in (start, before) else [reach(*self.cell(after))]
 
     def spoils_goals(self, before: int, action: int, after: int, reward: float) -> str | None:
         # Every goal says "without stepping into the cliff": a fall ends what the episode can still achieve.

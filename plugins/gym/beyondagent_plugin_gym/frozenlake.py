@@ -99,7 +99,7 @@ class FrozenLake(TextGymEnv):
 
     def describe(self, state: int, action: int | None = None, reward: float | None = None,
                  terminated: bool = False) -> str:
-        row, col = divmod(state, len(self.map[0]))
+        row, col = self.cell(state)
         lines = [*mark(self.map, row, col, "P"), f"You are at row {row}, column {col}."]
         tile = self.map[row][col]
         if tile == "H":
@@ -112,11 +112,11 @@ class FrozenLake(TextGymEnv):
         return divmod(state, len(self.map[0]))
 
     def is_success(self, state: int) -> bool:
-        row, col = divmod(state, len(self.map[0]))
+        row, col = self.cell(state)
         return self.map[row][col] == "G"
 
     def failure_text(self, state: int) -> str:
-        row, col = divmod(state, len(self.map[0]))
+        row, col = self.cell(state)
         return f"fell into a hole at row {row}, column {col}"
 
     # --- exploration: valid actions, goals --------------------------------------------------
@@ -137,7 +137,7 @@ class FrozenLake(TextGymEnv):
 
     def goals_reached(self, start: int, before: int, action: int, after: int, reward: float) -> list[Goal]:
         """Each safe cell the player steps onto, except the start."""
-        row, col = divmod(after, len(self.map[0]))
+        row, col = self.cell(after)
         if after == start or self.map[row][col] == "H":
             return []
         return [reach(row, col)]

@@ -1085,27 +1085,12 @@ def archive_previous_training(run_dir: Path) -> None:
 
 
 def stop_token_ids(model: Any, tokenizer: Any, template: ChatTemplate) -> list[int]:
-    """Where a model turn ends: the eos token(s) and the chat template's end-of-turn token.
-
-    The end-of-turn token (what the template writes first after an assistant message, e.g. `<|im_end|>`)
-    counts when it is a special token: a named one (`all_special_ids`) or an added token marked special.
-    A base checkpoint's eos is often `<|endoftext|>` with `<|im_end|>` only an added special token; were
-    that missed, every turn would run on past its end to the token limit.
-    """
-    ids = {tokenizer.eos_token_id}
+    """Where a model turn ends: the eos token(s) and the chat template's end-of-turn token
+    (`ChatTemplate.end_of_turn_id`: were it missed, a base checkpoint's turns would run on to the limit)."""
+    ids = {tokenizer.eos_token_id, template.end_of_turn_id}
     configured = getattr(model.generation_config, "eos_token_id", None)
     ids.update(configured if isinstance(configured, list) else [configured])
-    suffix = template.turn_suffix_ids
-    if suffix and is_special_token(tokenizer, suffix[0]):
-        ids.add(suffix[0])
     return sorted(i for i in ids if i is not None)
-
-
-def is_special_token(tokenizer: Any, token_id: int) -> bool:
-    if token_id in set(tokenizer.all_special_ids):
-        return True
-    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
-    return bool(getattr(added.get(token_id), "special", False))
 
 
 def finished_scores(group: list[Episode]) -> set[float]:

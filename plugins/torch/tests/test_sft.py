@@ -251,7 +251,7 @@ def test_successful_examples_keep_the_sampled_ids_and_masks() -> None:
                                   run_dir=None)
     trainer.model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=None))
     trainer.tokenizer = SimpleNamespace(eos_token_id=0, all_special_ids=[0])
-    trainer.template = SimpleNamespace(turn_suffix_ids=[])
+    trainer.template = SimpleNamespace(turn_suffix_ids=[], end_of_turn_id=None)
     made = [episode(True), episode(False), episode(False, error="boom"), episode(True), episode(False),
             episode(False)]
     jobs_seen = []

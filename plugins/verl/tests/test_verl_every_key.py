@@ -49,7 +49,8 @@ MOVES: dict[str, tuple[Any, dict[str, Any], set[str]]] = {
     "backend.top_p": (0.9, {}, {f"{ROLLOUT}.top_p"}),
     "backend.max_prompt_tokens": (128, {}, {"data.max_prompt_length"}),
     "backend.max_response_tokens": (128, {}, {"data.max_response_length"}),
-    "backend.val_temperature": (0.5, {}, {f"{ROLLOUT}.val_kwargs.temperature"}),
+    # greedy against the example's 1.0: a value that also turns do_sample (0.5 would move the temperature only)
+    "backend.val_temperature": (0.0, {}, {f"{ROLLOUT}.val_kwargs.temperature", f"{ROLLOUT}.val_kwargs.do_sample"}),
     "backend.rollout_mode": ("async", {}, {f"{V1}.trainer_mode", f"{V1}.colocate_async.num_warmup_batches",
                                            f"{V1}.sampler.max_off_policy_strategy",
                                            f"{V1}.sampler.max_off_policy_threshold", f"{CORRECTION}.rollout_is",

@@ -268,6 +268,11 @@ def exploration_settings(spec: Spec) -> dict[str, Any]:
     llm = resolved.get("llm")
     if isinstance(llm, dict):
         llm = {k: llm.get(k) for k in ("model", "base_url", "temperature", "top_p", "top_k", "max_tokens")}
+    elif llm == POLICY_LLM:
+        # The starting policy explores: which model, in which precision, sampling from the run's seed.
+        model = resolved.get("model") or {}
+        llm = {"policy": {k: model.get(k) for k in ("path", "tokenizer", "dtype", "param_dtype")},
+               "seed": (resolved.get("run") or {}).get("seed")}
     return {"explore": explore_block, "env": env, "llm": llm}
 
 

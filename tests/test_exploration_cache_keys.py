@@ -5,7 +5,7 @@ every setting that changes which tasks an exploration makes — the explorer's k
 summarizer's, each filter's, the env's problem (`max_steps`, `size`), `n` — and stay the same for
 those that only say where or how fast it runs (`cache`, `executor`, the Ray keys, `workers`,
 `max_failed_fraction`, `env.service`, `env.serve_args`): a changed one refuses a finished cache
-naming the key. The seeds are hashed in any order. The spec is read once with `pipeline.prepare` and the real
+naming the key. With `llm: policy` the policy's model, precision and the run's seed count too. The seeds are hashed in any order. The spec is read once with `pipeline.prepare` and the real
 gym, random explorer, synthesis and mixers plugins (nothing explored, no LLM); each change is made
 to its resolved form, as an override would make it, to keep the test fast.
 
@@ -186,3 +186,22 @@ def test_a_negative_n_or_no_worker_is_refused(tmp_path: Path, n: int, workers: i
     with pytest.raises(ValueError, match=f"need n >= 0 and workers >= 1, got n={n}, workers={workers}"):
         run(tmp_path, [], n=n, workers=workers)
     assert not (tmp_path / "synthetic.jsonl").exists()
+
+
+def test_with_the_policy_as_explorer_its_model_and_seed_are_in_the_fingerprint(settings_for) -> None:
+    """`llm: policy` explores with the starting policy: another model (or precision, or seed) explores otherwise."""
+    def policy(**changes) -> dict:
+        settings = settings_for()
+        resolved = {"llm": "policy", "model": {"path": "tiny", "tokenizer": None, "dtype": "float32",
+                                                "param_dtype": "float32", "lora": None},
+                    "run": {"seed": 0, "name": "run"}}
+        for dotted, value in changes.items():
+            block, key = dotted.split("__")
+            resolved[block][key] = value
+        return {**settings, "llm": pipeline.exploration_settings(SimpleNamespace(resolved=resolved))["llm"]}
+
+    base = policy()
+    for change in ({"model__path": "smollm2-135m-instruct"}, {"model__tokenizer": "other"},
+                   {"model__dtype": "bfloat16"}, {"model__param_dtype": "bfloat16"}, {"run__seed": 1}):
+        assert fingerprint(SEEDS, policy(**change)) != fingerprint(SEEDS, base), change
+    assert policy(run__name="elsewhere") == base  # where the run writes is not what it explores

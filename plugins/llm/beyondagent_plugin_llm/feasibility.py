@@ -34,9 +34,9 @@ class LLMFeasibility(Feasibility):
         self.llm = llm
 
     def bind(self, run: RunContext) -> None:
-        """Take the run's episode runner, and its chat LLM for the `llm` solver."""
+        """Take the run's episode runner, and its chat LLM for the `llm` solver unless one was given."""
         super().bind(run)
-        if self.config.solver == "llm":
+        if self.config.solver == "llm" and self.llm is None:
             self.llm = run.chat_llm()
 
     def _check_ready(self) -> None:

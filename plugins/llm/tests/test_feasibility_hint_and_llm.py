@@ -63,3 +63,13 @@ def test_only_the_llm_solver_takes_the_runs_llm(tmp_path: Path, plugin_manager: 
     assert with_llm.llm is run.chat_llm() and with_llm.llm.config.model == "spec-model"
     assert replay.llm is None
     assert with_llm.runner is not None and replay.runner is not None
+
+
+@pytest.mark.beyondagent_plugins("llm", "mixers")
+def test_an_llm_given_to_the_filter_is_kept_over_the_runs(tmp_path: Path, plugin_manager: Any,
+                                                         openai_server: ScriptedOpenAIServer) -> None:
+    """The constructor's `llm` overrides the run's chat LLM, as the class says (bind replaced it)."""
+    run = spec_context(tmp_path, plugin_manager, openai_server, {"name": "env"})
+    feasibility = LLMFeasibility(LLMFeasibilityConfig(), llm=SOLVER)
+    feasibility.bind(run)
+    assert feasibility.llm is SOLVER and feasibility.runner is not None

@@ -50,8 +50,8 @@ def _power(arguments: dict[str, Any]) -> str | None:
     base, exponent = arguments.get("base"), arguments.get("exponent")
     if not (isinstance(base, int) and isinstance(exponent, int)) or exponent <= 0 or abs(base) <= 1:
         return None  # float powers are bounded; 0, 1, -1 to any power are too
-    try:
-        digits = exponent * math.log10(abs(base))
+    try:  # |base| ** exponent has floor(exponent * log10|base|) + 1 digits (10 ** 4300 has 4,301)
+        digits = math.floor(exponent * math.log10(abs(base))) + 1
     except OverflowError:  # an exponent too large for a float: far past the cap
         digits = math.inf
     if digits <= MAX_DIGITS:

@@ -31,9 +31,10 @@ from beyondagent_core.protocols import EnvReset, EnvStep
 
 
 @pytest.mark.parametrize(("name", "arguments", "refused"), [
-    ("power", {"base": 10, "exponent": 4300}, False),  # 4,300 digits: the cap itself
-    ("power", {"base": 10, "exponent": 4301}, True),
-    ("power", {"base": -10, "exponent": 4301}, True),  # the size of |base| counts
+    ("power", {"base": 10, "exponent": 4299}, False),  # 4,300 digits: the cap itself
+    ("power", {"base": 10, "exponent": 4300}, True),  # 4,301 digits: Python refuses to write it as text
+    ("power", {"base": -10, "exponent": 4300}, True),  # the size of |base| counts
+    ("power", {"base": 2, "exponent": 14284}, False), ("power", {"base": 2, "exponent": 14285}, True),
     ("power", {"base": 1, "exponent": 10**12}, False), ("power", {"base": -1, "exponent": 10**12}, False),
     ("power", {"base": 10, "exponent": -(10**12)}, False), ("power", {"base": 10, "exponent": 0}, False),
     ("power", {"base": 10.0, "exponent": 10**12}, False),  # a float power is bounded (an overflow error)
@@ -226,7 +227,7 @@ def test_a_capped_call_is_refused_only_on_the_backend_that_has_it() -> None:
     env = BFCLEnv()
     env.methods, env.known = {"power": "MathAPI"}, {"power"}  # what a reset of a MathAPI entry sets
     assert env._refusal(0, "power", {"base": 10, "exponent": 4301}).startswith("was not run: its result would have")
-    assert env._refusal(0, "power", {"base": 10, "exponent": 4300}) is None
+    assert env._refusal(0, "power", {"base": 10, "exponent": 4299}) is None
     env.methods, env.known = {}, set()
     assert env._refusal(0, "power", {"base": 10, "exponent": 4301}) is None  # no such method: BFCL says so itself
 

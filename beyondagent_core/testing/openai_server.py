@@ -281,3 +281,23 @@ class _DroppedResponse:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", b"1000")]})
         await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-dro', "more_body": True})
         raise _DropConnection("scripted dropped connection")
+
+
+def run_context_with_llm(tmp_path: Any, manager: Any, server: ScriptedOpenAIServer, reward: dict[str, Any], *,
+                         name: str = "with-llm") -> Any:
+    """A real run context (as `beyondagent run` makes) over a one-task JSONL spec whose `llm` is `server`'s
+    `spec-model` (no retries) and whose `reward` block is `reward`: for tests of a component's `bind`."""
+    import yaml
+
+    from beyondagent_core import pipeline
+    from beyondagent_core.context import RunContext, RunInfo
+
+    (tmp_path / "t.jsonl").write_text('{"task_id": "a", "query": "q"}\n')
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({
+        "run": {"name": name, "output_dir": str(tmp_path / "runs")},
+        "tasks": {"train": {"name": "jsonl", "path": str(tmp_path / "t.jsonl")}},
+        "llm": {"model": "spec-model", "base_url": server.base_url, "max_llm_retries": 0},
+        "reward": reward, "backend": {"name": "export"}}))
+    session = pipeline.prepare(path, [], manager=manager)
+    return RunContext(spec=session.spec, manager=manager, info=RunInfo(name=name, run_dir=tmp_path, seed=0, spec={}))

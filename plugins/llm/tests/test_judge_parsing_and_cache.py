@@ -17,7 +17,6 @@ from typing import Any
 
 import attrs
 import pytest
-import yaml
 from beyondagent_plugin_llm import judge as judge_module
 from beyondagent_plugin_llm.judge import (
     SYSTEM_PROMPT,
@@ -30,7 +29,7 @@ from test_llm_judge import EPISODE, TASK, judge_for
 
 from beyondagent_core.errors import RunError
 from beyondagent_core.llm import LLMConfig, OpenAIChat
-from beyondagent_core.testing.openai_server import Reply, ScriptedOpenAIServer
+from beyondagent_core.testing.openai_server import Reply, ScriptedOpenAIServer, run_context_with_llm
 from beyondagent_core.types import Task, Trajectory, Turn
 
 FILLER = "the agent walked on"  # words that are no verdict
@@ -250,19 +249,8 @@ def test_a_setting_on_its_bound_is_accepted() -> None:
 
 
 def spec_context(tmp_path: Path, plugin_manager: Any, server: ScriptedOpenAIServer, reward: dict[str, Any]) -> Any:
-    from beyondagent_core import pipeline
-    from beyondagent_core.context import RunContext, RunInfo
-
-    (tmp_path / "t.jsonl").write_text('{"task_id": "a", "query": "q"}\n')
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({
-        "run": {"name": "judge-llm", "output_dir": str(tmp_path / "runs")},
-        "tasks": {"train": {"name": "jsonl", "path": str(tmp_path / "t.jsonl")}},
-        "llm": {"model": "spec-model", "base_url": server.base_url, "max_llm_retries": 0},
-        "reward": reward, "backend": {"name": "export"}}))
-    session = pipeline.prepare(path, [], manager=plugin_manager)
-    return RunContext(spec=session.spec, manager=plugin_manager,
-                      info=RunInfo(name="judge-llm", run_dir=tmp_path, seed=0, spec={}))
+    """A real run context (as `beyondagent run` makes) whose spec's `llm` is `server`'s `spec-model`."""
+    return run_context_with_llm(tmp_path, plugin_manager, server, reward, name="judge-llm")
 
 
 @pytest.mark.beyondagent_plugins("llm", "mixers")

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from beyondagent_plugin_math.llm_fallback import FALLBACK_STATUSES, MathAnswerOrLLMJudge
 from test_audit8_llm_fallback import chat_client
 
-from beyondagent_core.testing.openai_server import ScriptedOpenAIServer
+from beyondagent_core.testing.openai_server import ScriptedOpenAIServer, run_context_with_llm
 from beyondagent_core.types import Task, Trajectory, Turn
 
 HALF = Task(task_id="half", query="What is half of one?", ground_truth="1/2")
@@ -55,21 +54,8 @@ def test_the_llms_reward_says_what_the_rule_found(openai_server: ScriptedOpenAIS
 
 
 def spec_context(tmp_path: Path, plugin_manager: Any, server: ScriptedOpenAIServer, reward: dict[str, Any]) -> Any:
-    """A real run context (as `beyondagent run` makes) whose spec's `llm` is `server`'s `spec-model`.
-    (plugins/llm/tests/test_judge_parsing_and_cache.py has the same; test directories do not import each other.)"""
-    from beyondagent_core import pipeline
-    from beyondagent_core.context import RunContext, RunInfo
-
-    (tmp_path / "t.jsonl").write_text('{"task_id": "a", "query": "q"}\n')
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump({
-        "run": {"name": "fallback-llm", "output_dir": str(tmp_path / "runs")},
-        "tasks": {"train": {"name": "jsonl", "path": str(tmp_path / "t.jsonl")}},
-        "llm": {"model": "spec-model", "base_url": server.base_url, "max_llm_retries": 0},
-        "reward": reward, "backend": {"name": "export"}}))
-    session = pipeline.prepare(path, [], manager=plugin_manager)
-    return RunContext(spec=session.spec, manager=plugin_manager,
-                      info=RunInfo(name="fallback-llm", run_dir=tmp_path, seed=0, spec={}))
+    """A real run context (as `beyondagent run` makes) whose spec's `llm` is `server`'s `spec-model`."""
+    return run_context_with_llm(tmp_path, plugin_manager, server, reward, name="fallback-llm")
 
 
 @pytest.mark.beyondagent_plugins("llm", "math", "mixers")

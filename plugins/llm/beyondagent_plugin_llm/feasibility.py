@@ -31,13 +31,13 @@ class LLMFeasibility(Feasibility):
     def __init__(self, config: LLMFeasibilityConfig | None = None, *, runner: EpisodeRunnerLike | None = None,
                  llm: ChatLLM | None = None):
         super().__init__(config or LLMFeasibilityConfig(), runner=runner)
-        self.llm = llm
+        self.llm = self._given_llm = llm
 
     def bind(self, run: RunContext) -> None:
         """Take the run's episode runner, and its chat LLM for the `llm` solver unless one was given."""
         super().bind(run)
-        if self.config.solver == "llm" and self.llm is None:
-            self.llm = run.chat_llm()
+        if self.config.solver == "llm":
+            self.llm = self._given_llm or run.chat_llm()  # a second run binds its own LLM, not the first's
 
     def _check_ready(self) -> None:
         super()._check_ready()

@@ -92,13 +92,18 @@ def test_an_unreadable_parquet_row_is_a_bad_record_named_by_its_row(tmp_path: Pa
     assert "original tasks: 1 " in out
 
 
-def test_ctrl_c_in_a_plugin_command_exits_130(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    (tmp_path / "audit8_stopping_plugin.py").write_text(textwrap.dedent(STOPPING_COMMAND))
+def only_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
+    """Make the plugin module `module` (its text `source`, written under tmp_path) the only one installed."""
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", raising=False)
     monkeypatch.delenv("BEYONDAGENT_PLUGINS", raising=False)
-    point = metadata.EntryPoint(name="audit8stop", value="audit8_stopping_plugin", group=plugins.ENTRY_POINT_GROUP)
+    point = metadata.EntryPoint(name=module.replace("_", ""), value=module, group=plugins.ENTRY_POINT_GROUP)
     monkeypatch.setattr(plugins, "_entry_points", lambda: [point])
+
+
+def test_ctrl_c_in_a_plugin_command_exits_130(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    only_plugin(tmp_path, monkeypatch, "audit8_stopping_plugin", STOPPING_COMMAND)
 
     assert cli.main(["audit8-stop"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted"

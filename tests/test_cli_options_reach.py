@@ -18,15 +18,14 @@ entry point made here.
 from __future__ import annotations
 
 import signal
-import textwrap
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
 from spec_files import write_basic_spec
+from test_audit8_cli_run_flags import only_plugin
 
-from beyondagent_core import cli, plugins
+from beyondagent_core import cli
 
 FAILING_COMMAND = '''
 import signal
@@ -59,12 +58,7 @@ def beyondagent_commands():
 
 @pytest.fixture
 def failing_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "failing_command_plugin.py").write_text(textwrap.dedent(FAILING_COMMAND))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delenv("BEYONDAGENT_DISABLE_PLUGIN_AUTOLOAD", raising=False)
-    monkeypatch.delenv("BEYONDAGENT_PLUGINS", raising=False)
-    point = metadata.EntryPoint(name="checkfail", value="failing_command_plugin", group=plugins.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(plugins, "_entry_points", lambda: [point])
+    only_plugin(tmp_path, monkeypatch, "failing_command_plugin", FAILING_COMMAND)
 
 
 def profiled_spec(tmp_path: Path) -> Path:

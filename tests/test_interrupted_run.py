@@ -4,7 +4,8 @@ event with `status: interrupted`, "stopped at step N of 80" and the signal; the 
 128 + the signal's number. Before, SIGTERM killed the process on the spot (no report, no final
 event: `events.jsonl` looked as if the run were still going).
 
-The real CLI in a subprocess with a third-party backend that reports a step every 50 ms.
+The real CLI in a subprocess with a third-party backend that reports three steps, then works on step 4
+until it is stopped (so it cannot finish first on a loaded machine).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class Ticker:
             append_jsonl(run.run_dir / "metrics.jsonl", [{"step": step, "time": time.time(),
                                                            "train/reward_mean": step / 100}])
             run.step_finished(step, {"train/reward_mean": step / 100})
+            while step == 3:  # step 4 never ends: the run cannot finish before the test stops it
+                time.sleep(0.05)
         return {"steps": self.config.steps}
 
 
@@ -103,7 +106,7 @@ def test_a_stopped_run_writes_its_report_and_a_final_event(make_dist, site: Path
     name = signal.Signals(signum).name
     assert last["event"] == "run.finished" and last["status"] == "interrupted", last
     step = last["step"]
-    assert 3 <= step < 80 and last["total_steps"] == 80 and last["signal"] == name
+    assert step == 3 and last["total_steps"] == 80 and last["signal"] == name
     assert last["stopped"] == f"stopped at step {step} of 80 ({name})"
     assert f"interrupted: stopped at step {step} of 80 ({name})" in err and "Traceback" not in err
     report = (run_dir / "report.html").read_text()

@@ -15,13 +15,12 @@ suites=(tests)
 for dir in plugins/*/tests; do
   [ -d "$dir" ] && suites+=("$dir")
 done
-# Test files run in parallel worker processes (pytest-xdist), each file whole on one worker (its
-# module fixtures built once), the longest files first (scripts/long_first.py; xdist's own order,
-# files with more tests first, would leave a long file with few tests to the end).
+# Test files run in parallel worker processes (pytest-xdist), each file whole on one worker, the
+# longest first, verl's all on one worker (scripts/xdist_plan.py says why).
 # BEYONDAGENT_TEST_WORKERS sets how many workers (default 2, one a core here; 0 runs in this process).
 workers="${BEYONDAGENT_TEST_WORKERS:-2}"
 status=0
-PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" python -m pytest -p no:cacheprovider -p suite_times -p skip_audit -p long_first \
+PYTHONPATH="$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH}" python -m pytest -p no:cacheprovider -p suite_times -p skip_audit -p xdist_plan \
   -n "$workers" --dist loadfile --no-loadscope-reorder --durations=30 \
   "${suites[@]}" "$@" || status=$?
 echo "phase: tests: $((SECONDS - mark)) s"

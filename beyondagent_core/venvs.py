@@ -297,10 +297,11 @@ def _build(venv: Venv, progress: Callable[[str], None]) -> None:
     shutil.rmtree(venv.path, ignore_errors=True)
     venv.path.parent.mkdir(parents=True, exist_ok=True)
     base = recipe.python or sys.executable
-    # Byte-compiling every installed module (pip's default) took 3/4 of torch's install time; Python
-    # compiles what is imported on first import instead, once.
+    # Byte-compiled at install (pip's default), though it is 3/4 of torch's install time: with
+    # PYTHONDONTWRITEBYTECODE set (as on CI's machines) nothing compiled on import is kept, and every
+    # Ray worker of every run would compile torch again.
     pip = [str(venv.python), "-m", "pip", "--disable-pip-version-check"]
-    install = [*pip, "install", "--no-compile"]
+    install = [*pip, "install"]
     commands: list[tuple[str, list[str]]] = [(f"python -m venv {venv.path}", [base, "-m", "venv", str(venv.path)])]
     commands += [(f"pip install {' '.join(step)}", [*install, *step]) for step in recipe.steps]
     local = [_local_source(name) for name in recipe.local]

@@ -15,10 +15,9 @@ for dir in plugins/*/; do
   # With its `test` extra, where a plugin has one (extras a plugin does not define are ignored).
   [ -f "$dir/pyproject.toml" ] && plugins+=(-e "${dir%/}[test]")
 done
-# --no-compile: modules are byte-compiled when first imported, not all at install (3/4 of torch's
-# install time). --no-build-isolation: our source trees are built with the hatchling installed here,
-# not in a fresh build environment each (~13 s apiece).
-install=(python -m pip install --quiet --no-compile)
+# --no-build-isolation: our source trees are built with the hatchling installed here, not in a fresh
+# build environment each (~13 s apiece).
+install=(python -m pip install --quiet)
 # torch's CPU build first: a plugin's plain `torch` requirement would otherwise pull CUDA wheels.
 python -c "import torch" 2>/dev/null || "${install[@]}" torch==2.13.0
 "${install[@]}" "hatchling>=1.21" "editables>=0.5"

@@ -14,7 +14,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # One venv with pip and hatchling builds the wheels and installs into the others (`pip --python`),
-# which then need no pip of their own. --no-compile: nothing here is imported twice.
+# which then need no pip of their own. --no-compile: each venv runs one command, then is deleted.
 "$PY" -m venv "$work/pip"
 pip=("$work/pip/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install --quiet --upgrade --no-compile pip "hatchling>=1.21"

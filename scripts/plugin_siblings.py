@@ -2,7 +2,7 @@
 directly or through another first-party plugin, those depended on first.
 
 Usage: python plugin_siblings.py plugins/appworld   ->   synthesis llm
-Used by check_plugins_ship.sh, which installs them from this checkout before the plugin itself.
+Used by check_plugins_ship.sh, which installs their wheels (built from this checkout) with the plugin's.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def pytest_collection_modifyitems(items: list[Any]) -> None:
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: files stay whole
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # a hook of xdist's: none without it
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
     if config.getvalue("dist") != "loadfile":
         return None

@@ -92,8 +92,11 @@ def test_a_stopped_run_writes_its_report_and_a_final_event(make_dist, site: Path
     environment = {key: value for key, value in os.environ.items() if not key.startswith("BEYONDAGENT_")}
     environment.update(PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).resolve().parents[1])]),
                        BEYONDAGENT_PLUGINS="ticker,mixers,report")
+    # Ctrl-C's default action back in the child: pytest-xdist's workers ignore SIGINT, their children
+    # inherit that, and a run ignoring a signal lets it be (interrupts.py) - it then never stopped.
     process = subprocess.Popen([sys.executable, "-m", "beyondagent_core.cli", "run", "spec.yaml"], cwd=tmp_path,
-                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     run_dir = tmp_path / "runs" / "ticking"
     deadline = time.monotonic() + 60
     while not any(e.get("event") == "train.step" and e.get("step", 0) >= 3 for e in events(run_dir)):

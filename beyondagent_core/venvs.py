@@ -297,13 +297,12 @@ def _build(venv: Venv, progress: Callable[[str], None]) -> None:
     shutil.rmtree(venv.path, ignore_errors=True)
     venv.path.parent.mkdir(parents=True, exist_ok=True)
     base = recipe.python or sys.executable
-    # Byte-compiled at install (pip's default), though it is 3/4 of torch's install time: with
-    # PYTHONDONTWRITEBYTECODE set (as on CI's machines) nothing compiled on import is kept, and every
-    # Ray worker of every run would compile torch again.
+    # Not --no-compile, though byte-compiling is 3/4 of torch's install time: with PYTHONDONTWRITEBYTECODE
+    # set (as on CI's machines) nothing compiled on import is kept, and every Ray worker of every run
+    # would compile torch again.
     pip = [str(venv.python), "-m", "pip", "--disable-pip-version-check"]
-    install = [*pip, "install"]
     commands: list[tuple[str, list[str]]] = [(f"python -m venv {venv.path}", [base, "-m", "venv", str(venv.path)])]
-    commands += [(f"pip install {' '.join(step)}", [*install, *step]) for step in recipe.steps]
+    commands += [(f"pip install {' '.join(step)}", [*pip, "install", *step]) for step in recipe.steps]
     local = [_local_source(name) for name in recipe.local]
     local_args = [arg for source in local for arg in _source_args(source)]
     if local_args:
@@ -311,8 +310,8 @@ def _build(venv: Venv, progress: Callable[[str], None]) -> None:
         # them (pip's default) cost ~13 s apiece, and a venv takes up to 20 of them.
         requires = _build_requirements(local)
         if requires:
-            commands.append((f"pip install {' '.join(requires)}", [*install, *requires]))
-        commands.append((f"pip install {' '.join(local_args)}", [*install, "--no-build-isolation", *local_args]))
+            commands.append((f"pip install {' '.join(requires)}", [*pip, "install", *requires]))
+        commands.append((f"pip install {' '.join(local_args)}", [*pip, "install", "--no-build-isolation", *local_args]))
     if recipe.uninstall:
         commands.append((f"pip uninstall {' '.join(recipe.uninstall)}", [*pip, "uninstall", "-y", *recipe.uninstall]))
     commands += [(" ".join(command), list(command)) for command in recipe.after]
@@ -383,10 +382,6 @@ def _local_source(name: str) -> dict[str, Any]:
     return source
 
 
-def _install_args(name: str) -> list[str]:
-    return _source_args(_local_source(name))
-
-
 def _source_args(source: dict[str, Any]) -> list[str]:
     """pip's arguments installing a distribution the way `_local_source` found it installed here."""
     if "path" not in source:
@@ -401,8 +396,8 @@ def _build_requirements(sources: Sequence[dict[str, Any]]) -> list[str]:
 
     requires: list[str] = []
     for source in sources:
-        pyproject = Path(source.get("path", "")) / "pyproject.toml"
-        if "path" not in source or not pyproject.is_file():
+        pyproject = Path(source["path"]) / "pyproject.toml" if "path" in source else None
+        if pyproject is None or not pyproject.is_file():
             continue  # a version from the index, or a wheel file: nothing to build
         system = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("build-system", {})
         needed = system.get("requires", ["setuptools>=40.8.0"]) + (["editables"] if source["editable"] else [])

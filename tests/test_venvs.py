@@ -24,7 +24,7 @@ from beyondagent_core.venvs import (
     venv_root,
 )
 from beyondagent_core.venvs import _build_requirements as build_requirements
-from beyondagent_core.venvs import _install_args as install_args
+from beyondagent_core.venvs import _local_source as local_source
 from beyondagent_core.venvs import _source_args as source_args
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,14 +110,13 @@ def test_two_processes_build_it_once(venv_cache: Path) -> None:
 
 def test_local_distributions_install_the_way_they_are_installed_here() -> None:
     # The checkout is installed editable into the test venv (scripts/_env.sh): so it is in a plugin venv.
-    assert install_args("beyondagent") == ["-e", str(ROOT)]
+    assert source_args(local_source("beyondagent")) == ["-e", str(ROOT)]
     source = SIX.fingerprint()
     assert source["local"] == [] and source["python"].count(".") == 2
     with_core = VenvRecipe(name="core", steps=[], local=["beyondagent"]).fingerprint()["local"][0]
     assert with_core["editable"] is True and with_core["path"] == str(ROOT) and len(with_core["pyproject"]) == 12
     with pytest.raises(VenvBuildError, match="'no-such-dist' is not installed here"):
         VenvRecipe(name="x", steps=[], local=["no-such-dist"]).key()
-
 
 
 def test_local_source_trees_are_built_with_what_their_pyprojects_name(tmp_path: Path) -> None:
@@ -136,6 +135,7 @@ def test_local_source_trees_are_built_with_what_their_pyprojects_name(tmp_path: 
     assert build_requirements(sources[1:]) == ["hatchling>=1.21", "setuptools>=40.8.0"]  # editables: editable only
     assert build_requirements(sources[3:]) == []
     assert [source_args(source) for source in sources[::2]] == [["-e", str(hatch)], [str(plain)], ["six==1.16.0"]]
+
 
 VENV_PLUGIN = '''
 from beyondagent_core import CommandSpec, VenvSpec, hookimpl

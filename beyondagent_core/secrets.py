@@ -59,13 +59,14 @@ def redact(text: str) -> str:
 
 def redact_value(value: Any, key: Any = None) -> Any:
     """`redact` through strings inside dicts, lists and tuples; a string under a secret-looking
-    key (`is_secret_key`) is masked whole. Other values are returned as they are."""
+    key (`is_secret_key`), or in a list or tuple under one (`api_keys: [...]`), is masked whole.
+    Other values are returned as they are."""
     if isinstance(value, str):
         return MASK if value and key is not None and is_secret_key(key) else redact(value)
     if isinstance(value, dict):
         return {item_key: redact_value(item, item_key) for item_key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        items = [redact_value(item) for item in value]
+        items = [redact_value(item, key) for item in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, BaseException):
         return redact(f"{type(value).__name__}: {value}")

@@ -358,7 +358,7 @@ def policy_loss(
     `is_weights` [B, T] (detached, e.g. `truncated_is_weights`) multiply each token's loss, as verl's
     `rollout_is_weights` do.
     """
-    if not bool(torch.all(torch.as_tensor(clip_ratio_c) > 1.0)):
+    if not bool(torch.all(torch.as_tensor(clip_ratio_c, dtype=torch.float64) > 1.0)):
         raise ValueError(f"clip_ratio_c (the dual-clip bound) must be greater than 1.0, got {clip_ratio_c}")
     low = clip_ratio if clip_ratio_low is None else clip_ratio_low
     high = clip_ratio if clip_ratio_high is None else clip_ratio_high

@@ -260,6 +260,10 @@ def check(spec: Spec, config: TrinityConfig) -> None:
                "`stages:` entry (its sft algorithm on a messages dataset), not our SFT data format",
                "remove it and warm up with the torch backend (`beyondagent sft SPEC`), then set model.path to that "
                "checkpoint")
+    if spec.model.lora is not None and spec.model.lora.alpha != int(spec.model.lora.alpha):
+        refuse("model.lora.alpha", f"Trinity-RFT's LoRAConfig takes an integer lora_alpha, but model.lora.alpha is "
+               f"{spec.model.lora.alpha} (cutting it to {int(spec.model.lora.alpha)} would change alpha/rank, the "
+               "adapters' scale)", "set model.lora.alpha to a whole number")
     if spec.model.lora is not None and spec.model.lora.dropout:
         refuse("model.lora.dropout", f"Trinity-RFT's LoRA (LoRAConfig: lora_rank, lora_alpha, target_modules) has "
                f"no dropout, but model.lora.dropout is {spec.model.lora.dropout}", "set model.lora.dropout: 0")

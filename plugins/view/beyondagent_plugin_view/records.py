@@ -228,5 +228,6 @@ def search_text(record: dict[str, Any]) -> str:
 
 
 def _short(value: Any) -> str:
-    shown = repr(value) if not isinstance(value, int) or is_int64(value) else f"an integer of {value.bit_length()} bits"
+    shown = repr(value) if not isinstance(value, int) or isinstance(value, bool) or is_int64(value) \
+        else f"an integer of {value.bit_length()} bits"
     return shown if len(shown) <= 40 else shown[:40] + "…"

@@ -43,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from beyondagent_plugin_gateway.api import REWARD_LIMIT, reward_score
+from beyondagent_plugin_gateway.api import MAX_REASON_CHARS, REWARD_LIMIT, reward_score
 from beyondagent_core.protocols import AsyncEnv, ChatLLM
 from beyondagent_plugin_gateway.config import AgentConfig
 from beyondagent_core.runtime.answer_leaks import AnswerLeakGuard
@@ -247,7 +247,13 @@ def as_reward(value: Any, name: str) -> Reward | None:
                          f"numbers within +-{REWARD_LIMIT:g}; return None to let the env or the judge score)") from None
     if isinstance(value, Reward):
         return attrs.evolve(value, score=score)
-    return Reward(score, success=bool(score > 0 if success is None else success), reason=str(reason))
+    # as a posted reward is read (server.reward_from): a "false" string must not count as a success
+    if success is not None and not isinstance(success, bool):
+        raise AgentError(f"agent {name} returned a reward whose success is {success!r} "
+                         f"({type(success).__name__}); success is true or false (or left out: score > 0)")
+    if not isinstance(reason, str):
+        raise AgentError(f"agent {name} returned a reward whose reason is {type(reason).__name__}, not text")
+    return Reward(score, success=score > 0 if success is None else success, reason=reason[:MAX_REASON_CHARS])
 
 
 async def run_in_thread(function: Callable[..., Any], *args: Any) -> Any:

@@ -39,6 +39,7 @@ MAX_DEPTH = 64  # levels of JSON in tools and tool-call arguments: a schema of 3
 # Rewards are finite and within +-1e6: a score past that is a bug in the agent, and far past it the
 # group statistics overflow (1e308 made every advantage of its group 0; NaN stopped the run).
 REWARD_LIMIT = 1e6
+MAX_REASON_CHARS = 1000  # a reward's reason is kept this long (it goes into the episode's records)
 
 
 class ApiError(Exception):

@@ -53,7 +53,14 @@ from beyondagent_core.serving import (
     guarded_protocol,
     read_bounded_body,
 )
-from beyondagent_plugin_gateway.api import ApiError, completion_body, parse_request, reward_score, stream_chunks
+from beyondagent_plugin_gateway.api import (
+    MAX_REASON_CHARS,
+    ApiError,
+    completion_body,
+    parse_request,
+    reward_score,
+    stream_chunks,
+)
 from beyondagent_plugin_gateway.episode import EpisodeEnded, GatewayEpisode
 from beyondagent_core.logs import get_logger
 from beyondagent_core.types import Reward
@@ -67,7 +74,6 @@ KEY_PREFIX = "ba-episode-"
 # client never sends on a connection the server is closing, and before the header deadline (10 s),
 # which would count it as a slow client.
 KEEP_ALIVE_S = 8
-MAX_REASON_CHARS = 1000  # a posted reward's reason is kept this long (it goes into the episode's records)
 
 
 def short_id(episode_id: str) -> str:

@@ -291,14 +291,14 @@ def _from_python(body: str) -> tuple[list[tuple[str, dict[str, Any]]], list[str]
             errors.append(f"{name}: positional arguments ({len(node.args)}): name each argument")
             continue
         arguments, bad = {}, None
-        for keyword in node.keywords:
-            if keyword.arg is None:
+        for given in node.keywords:
+            if given.arg is None:
                 bad = f"{name}: **kwargs is not allowed"
                 break
             try:
-                arguments[keyword.arg] = ast.literal_eval(keyword.value)
+                arguments[given.arg] = ast.literal_eval(given.value)
             except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-                bad = f"{name}: argument {keyword.arg} is not a literal value ({ast.unparse(keyword.value)[:40]!r})"
+                bad = f"{name}: argument {given.arg} is not a literal value ({ast.unparse(given.value)[:40]!r})"
                 break
         if bad:
             errors.append(bad)

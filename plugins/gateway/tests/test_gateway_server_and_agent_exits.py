@@ -570,3 +570,11 @@ def test_as_reward_forms_and_limits() -> None:
         with pytest.raises(AgentError, match=f"agent a:run {'returned a reward the run ' if 'train' in said else ''}"
                                              f"{said}"):
             as_reward(value, "a:run")
+    # read as a posted reward is (reward_from): success a bool, the reason text cut at MAX_REASON_CHARS
+    assert as_reward({"score": 0.0, "success": True, "reason": "r" * 1001}, "a:run") == Reward(
+        0.0, success=True, reason="r" * MAX_REASON_CHARS)
+    for value in ({"score": 0.0, "success": "false"}, {"score": 1.0, "success": 1}):
+        with pytest.raises(AgentError, match="success is true or false"):
+            as_reward(value, "a:run")
+    with pytest.raises(AgentError, match="reason is int, not text"):
+        as_reward({"score": 1.0, "reason": 7}, "a:run")

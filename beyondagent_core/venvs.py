@@ -128,8 +128,13 @@ class Venv:
             return {}
 
     def environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """This process's environment for a child in the venv: its `bin/` first, nothing leaking in."""
-        env = {key: value for key, value in os.environ.items() if key not in LEAKY_VARS}
+        """This process's environment for a child in the venv: its `bin/` first, nothing leaking in.
+
+        Byte-code is written even where PYTHONDONTWRITEBYTECODE is set (as on CI's machines): the venv
+        is installed uncompiled (`_build`), so a module is compiled on its first import and kept,
+        where otherwise every process of every run (a verl run starts a dozen) compiled it again."""
+        env = {key: value for key, value in os.environ.items()
+               if key not in LEAKY_VARS and key != "PYTHONDONTWRITEBYTECODE"}
         env["VIRTUAL_ENV"] = str(self.path)
         env["PATH"] = os.pathsep.join([str(self.bin), env.get("PATH", "")])
         env.update(extra or {})
@@ -297,12 +302,12 @@ def _build(venv: Venv, progress: Callable[[str], None]) -> None:
     shutil.rmtree(venv.path, ignore_errors=True)
     venv.path.parent.mkdir(parents=True, exist_ok=True)
     base = recipe.python or sys.executable
-    # Not --no-compile, though byte-compiling is 3/4 of torch's install time: with PYTHONDONTWRITEBYTECODE
-    # set (as on CI's machines) nothing compiled on import is kept, and every Ray worker of every run
-    # would compile torch again.
+    # --no-compile: byte-compiling every module was 3/4 of torch's install time, and a run imports a
+    # sixth of a venv's modules; each is compiled when a process first imports it and kept (`environ`).
     pip = [str(venv.python), "-m", "pip", "--disable-pip-version-check"]
+    install = [*pip, "install", "--no-compile"]
     commands: list[tuple[str, list[str]]] = [(f"python -m venv {venv.path}", [base, "-m", "venv", str(venv.path)])]
-    commands += [(f"pip install {' '.join(step)}", [*pip, "install", *step]) for step in recipe.steps]
+    commands += [(f"pip install {' '.join(step)}", [*install, *step]) for step in recipe.steps]
     local = [_local_source(name) for name in recipe.local]
     local_args = [arg for source in local for arg in _source_args(source)]
     if local_args:
@@ -310,8 +315,8 @@ def _build(venv: Venv, progress: Callable[[str], None]) -> None:
         # them (pip's default) cost ~13 s apiece, and a venv takes up to 20 of them.
         requires = _build_requirements(local)
         if requires:
-            commands.append((f"pip install {' '.join(requires)}", [*pip, "install", *requires]))
-        commands.append((f"pip install {' '.join(local_args)}", [*pip, "install", "--no-build-isolation", *local_args]))
+            commands.append((f"pip install {' '.join(requires)}", [*install, *requires]))
+        commands.append((f"pip install {' '.join(local_args)}", [*install, "--no-build-isolation", *local_args]))
     if recipe.uninstall:
         commands.append((f"pip uninstall {' '.join(recipe.uninstall)}", [*pip, "uninstall", "-y", *recipe.uninstall]))
     commands += [(" ".join(command), list(command)) for command in recipe.after]

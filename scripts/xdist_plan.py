@@ -4,8 +4,11 @@
 - The files that take longest are handed out first: xdist hands out files in collection order
   (with `--no-loadscope-reorder`; its own order puts the files with the most tests first), and a
   long file handed out last leaves one worker running it alone at the end. `LONG_FILES` (each over
-  a minute on 2 cores, measured 2026-11-28; the longest first) moves them to the front, the rest
-  keeping their order. A long file missing from the list only starts later than it could.
+  a minute on 2 cores, measured 2026-11-28) moves them to the front, the rest keeping their order.
+  A long file missing from the list only starts later than it could. verl's come first (one worker
+  waits for verl's venv, the longest build: scripts/test.sh builds the venvs beside the tests),
+  then the long files that need no venv (the other worker runs them while the venvs build), then
+  those that need AppWorld's, BFCL's or Trinity's.
 - `ONE_WORKER`: verl's test files all run on one worker, one after another. Most of them start a
   Ray cluster with verl's workers; two at once on 2 cores ran each at a fraction of its speed.
 """
@@ -19,20 +22,23 @@ import pytest
 LONG_FILES = (
     "plugins/verl/tests/test_verl_cpu_training.py",
     "plugins/verl/tests/test_agent_loop.py",
-    "plugins/bfcl/tests/test_bfcl_agreement.py",
-    "plugins/appworld/tests/test_appworld_example.py",
-    "plugins/trinity/tests/test_vllm_engine.py",
+    # no venv
     "plugins/torch/tests/test_real_model_examples.py",
     "plugins/torch/tests/test_gradient_checkpointing.py",
-    "plugins/appworld/tests/test_appworld_explore.py",
-    "plugins/appworld/tests/test_appworld_run.py",
     "plugins/torch/tests/test_model_fetch.py",
     "plugins/torch/tests/test_kv_cache.py",
     "plugins/torch/tests/test_eval_checkpoint.py",
     "plugins/torch/tests/test_resume.py",
+    # a venv of their own
+    "plugins/bfcl/tests/test_bfcl_agreement.py",
+    "plugins/appworld/tests/test_appworld_example.py",
+    "plugins/trinity/tests/test_vllm_engine.py",
+    "plugins/appworld/tests/test_appworld_explore.py",
+    "plugins/appworld/tests/test_appworld_run.py",
     "plugins/bfcl/tests/test_bfcl_example.py",
     "plugins/trinity/tests/test_experiences_match_torch.py",
     "plugins/trinity/tests/test_dry_run.py",
+    # no venv
     "plugins/experience/tests/test_ablation_with_a_helper.py",
     "plugins/torch/tests/test_slots.py",
     "plugins/torch/tests/test_async_rollout.py",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -52,6 +53,16 @@ def test_a_venv_is_built_once_then_reused(venv_cache: Path) -> None:
                       env=venv.environ())
     assert result.returncode == 0 and str(venv.path) in result.stdout.splitlines()[0]
     assert result.stdout.splitlines()[1] == "None"
+    # installed without byte-code; a module's first import compiles it and keeps it, even where this
+    # process's environment says not to (PYTHONDONTWRITEBYTECODE: then every run compiled it again)
+    assert "install --no-compile six==1.16.0" in venv.log_path.read_text()
+    six_cache = Path(result.stdout.splitlines()[0]).parent / "__pycache__"
+    shutil.rmtree(six_cache)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("PYTHONDONTWRITEBYTECODE", "1")
+        assert "PYTHONDONTWRITEBYTECODE" not in venv.environ()
+        assert venv.run(["-c", "import six"]).returncode == 0
+    assert list(six_cache.glob("six.*.pyc"))
     marker = (venv.path / MARKER).stat().st_mtime_ns
     again: list[str] = []
     assert ensure_venv(SIX, progress=again.append).path == venv.path

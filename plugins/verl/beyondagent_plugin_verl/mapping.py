@@ -355,6 +355,9 @@ def cpu_settings(config: VerlConfig) -> dict[str, Any]:
         "data.dataloader_num_workers": 0,
         "ray_kwargs.ray_init.num_cpus": CPU_RAY_SLOTS,
         "+ray_kwargs.ray_init.num_gpus": config.gpus_per_node,
+        # Ray's dashboard is ten more processes on a few cores; verl reads its cluster from the GCS
+        # (ray.nodes()), never from the dashboard.
+        "+ray_kwargs.ray_init.include_dashboard": False,
     }
 
 

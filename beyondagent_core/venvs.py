@@ -128,22 +128,27 @@ class Venv:
             return {}
 
     def environ(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """This process's environment for a child in the venv: its `bin/` first, nothing leaking in.
-
-        Byte-code is written even where PYTHONDONTWRITEBYTECODE is set (as on CI's machines): the venv
-        is installed uncompiled (`_build`), so a module is compiled on its first import and kept,
-        where otherwise every process of every run (a verl run starts a dozen) compiled it again."""
-        env = {key: value for key, value in os.environ.items()
-               if key not in LEAKY_VARS and key != "PYTHONDONTWRITEBYTECODE"}
-        env["VIRTUAL_ENV"] = str(self.path)
-        env["PATH"] = os.pathsep.join([str(self.bin), env.get("PATH", "")])
-        env.update(extra or {})
-        return env
+        """This process's environment for a child in the venv (`venv_environ`)."""
+        return venv_environ(self.path, extra)
 
     def run(self, args: Sequence[str], *, timeout: float | None = None, **kwargs: Any) -> subprocess.CompletedProcess:
         """Run `python args...` in the venv, capturing text output."""
         return subprocess.run([str(self.python), *args], env=kwargs.pop("env", None) or self.environ(),
                               capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
+
+
+def venv_environ(path: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment for a child in the venv at `path`: its `bin/` first, nothing leaking in.
+
+    Byte-code is written even where PYTHONDONTWRITEBYTECODE is set (as on CI's machines): the venv
+    is installed uncompiled (`_build`), so a module is compiled on its first import and kept,
+    where otherwise every process of every run (a verl run starts a dozen) compiled it again."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in LEAKY_VARS and key != "PYTHONDONTWRITEBYTECODE"}
+    env["VIRTUAL_ENV"] = str(path)
+    env["PATH"] = os.pathsep.join([str(Path(path) / "bin"), env.get("PATH", "")])
+    env.update(extra or {})
+    return env
 
 
 def registered_recipe(registry: Registry, name: str, *, where: str) -> VenvRecipe:

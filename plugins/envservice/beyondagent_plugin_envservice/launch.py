@@ -35,15 +35,19 @@ TOKEN_VAR = "BEYONDAGENT_LAUNCHED_ENVSERVICE_TOKEN"
 READY_PREFIX = "envservice listening on "
 
 
-def _server_environment(token: str) -> dict[str, str]:
+def _server_environment(token: str, python: str | None = None) -> dict[str, str]:
     """The child's environment: the run's, with the token, and this plugin among the plugins it loads.
 
     `env serve` is this plugin's own command, so a run that names the plugins to load
-    (`BEYONDAGENT_PLUGINS`, or autoload off as the testing kit sets it) still gets a server.
+    (`BEYONDAGENT_PLUGINS`, or autoload off as the testing kit sets it) still gets a server. A
+    server in an env's own venv (`python`, its interpreter) gets what every child in a venv gets
+    (`venv_environ`: nothing of this interpreter's leaking in, its modules' byte-code kept).
     """
     from beyondagent_core.plugins import Switches  # the run's own reading of the switches
+    from beyondagent_core.venvs import venv_environ
 
-    environment = {**os.environ, TOKEN_VAR: token, "PYTHONUNBUFFERED": "1"}
+    extra = {TOKEN_VAR: token, "PYTHONUNBUFFERED": "1"}
+    environment = {**os.environ, **extra} if python is None else venv_environ(Path(python).parent.parent, extra)
     allowed = environment.get("BEYONDAGENT_PLUGINS", "")
     if allowed.strip() or not Switches.from_environment().autoload:
         environment["BEYONDAGENT_PLUGINS"] = ",".join(filter(None, [allowed.strip(), "envservice"]))
@@ -79,7 +83,7 @@ class LaunchedServer:
         pairs = [f"{key}={json.dumps(value, default=str)}" for key, value in (config or {}).items()]  # JSON is YAML
         if pairs:
             command += ["--config", *pairs]
-        environment = _server_environment(token)
+        environment = _server_environment(token, python)
         with log_path.open("wb") as output:
             proc = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=environment)

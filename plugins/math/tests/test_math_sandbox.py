@@ -103,14 +103,17 @@ def test_a_flood_that_ignores_errors_is_stopped_by_the_timeout(sandbox: PythonSa
     assert len(result.observation()) < 1000
 
 
-def test_runs_in_a_fresh_temporary_directory_that_is_removed(sandbox: PythonSandbox) -> None:
+def test_runs_in_a_fresh_temporary_directory_that_is_removed(sandbox: PythonSandbox, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # a temporary directory of this test's own: another test process's sandboxes come and go in /tmp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     before = sandbox_dirs()
     code = "import os\nopen('note.txt', 'w').write('hi')\nprint(os.getcwd())\nprint(sorted(os.listdir('.')))"
     result = sandbox.run(code)
     cwd, listing = result.stdout.splitlines()
     assert listing == "['main.py', 'note.txt']"
-    assert not Path(cwd).exists()
-    assert sandbox_dirs() == before
+    assert Path(cwd).parent.parent == tmp_path and not Path(cwd).exists()
+    assert sandbox_dirs() == before == set()
 
 
 def test_the_environment_holds_nothing_of_ours(sandbox: PythonSandbox, monkeypatch: pytest.MonkeyPatch) -> None:

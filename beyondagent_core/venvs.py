@@ -308,7 +308,7 @@ def _build(venv: Venv, progress: Callable[[str], None]) -> None:
     venv.path.parent.mkdir(parents=True, exist_ok=True)
     base = recipe.python or sys.executable
     # --no-compile: byte-compiling every module was 3/4 of torch's install time, and a run imports a
-    # sixth of a venv's modules; each is compiled when a process first imports it and kept (`environ`).
+    # sixth of a venv's modules; each is compiled when a process first imports it and kept (`venv_environ`).
     pip = [str(venv.python), "-m", "pip", "--disable-pip-version-check"]
     install = [*pip, "install", "--no-compile"]
     commands: list[tuple[str, list[str]]] = [(f"python -m venv {venv.path}", [base, "-m", "venv", str(venv.path)])]

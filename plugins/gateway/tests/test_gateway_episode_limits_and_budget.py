@@ -44,56 +44,12 @@ from beyondagent_plugin_gateway.episode import (
     longest_token_bytes,
 )
 from beyondagent_plugin_gateway.samples import Reply, SampleBuilder, joined_view
+from gateway_testkit import Scripted
 
 load_tokenizer = pytest.importorskip("beyondagent_plugin_torch.models").load_tokenizer
 
 HI = [{"role": "user", "content": "hi"}]
 TOOLS = [{"type": "function", "function": {"name": "move", "parameters": {"type": "object"}}}]
-
-
-@pytest.fixture(scope="module")
-def tokenizer() -> Any:
-    return load_tokenizer("tiny")
-
-
-@pytest.fixture(scope="module")
-def template(tokenizer: Any) -> ChatTemplate:
-    return ChatTemplate(tokenizer)
-
-
-class Scripted:
-    """The generator's interface: each call answers the next of `replies` (ids), else `max_tokens` tokens
-    of "a" without an end-of-turn; records what it was asked and which sessions were ended."""
-
-    def __init__(self, tokenizer: Any, *replies: list[int], eos: frozenset[int] | None = None):
-        im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        self.eos_token_ids = eos if eos is not None else frozenset({im_end})
-        self.token = tokenizer.encode("a", add_special_tokens=False)[0]
-        self.replies = list(replies)
-        self.asked: list[tuple[list[int], GenerationSettings, object]] = []
-        self.ended: list[object] = []
-        self.failure: Exception | None = None
-        self.extra = 0  # tokens past max_tokens (a backend that overshoots)
-        self.gate: asyncio.Event | None = None
-        self.entered = 0
-
-    async def generate(self, prompt_ids, settings, session):
-        self.asked.append((list(prompt_ids), settings, session))
-        self.entered += 1
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.failure is not None:
-            failure, self.failure = self.failure, None
-            raise failure
-        ids = self.replies.pop(0) if self.replies else [self.token] * (settings.max_tokens + self.extra)
-        return list(ids), [-0.5] * len(ids)
-
-    def end_session(self, session) -> None:
-        self.ended.append(session)
-
-    @property
-    def max_tokens(self) -> list[int]:
-        return [settings.max_tokens for _, settings, _ in self.asked]
 
 
 def episode_of(template: ChatTemplate, generator: Scripted, *, max_tokens: int = 8, max_episode_tokens: int = 1024,

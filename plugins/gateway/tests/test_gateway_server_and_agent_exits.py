@@ -29,7 +29,7 @@ import attrs
 import httpx
 import openai
 import pytest
-from test_gateway_episode_limits_and_budget import Scripted
+from gateway_testkit import Scripted
 
 from beyondagent_core.envs.local import LocalAsyncEnv
 from beyondagent_core.protocols import EnvReset, EnvStep
@@ -49,15 +49,10 @@ from beyondagent_plugin_gateway.server import (
     short_id,
 )
 
-load_tokenizer = pytest.importorskip("beyondagent_plugin_torch.models").load_tokenizer
+pytest.importorskip("beyondagent_plugin_torch.models")  # the tiny tokenizer (conftest.template)
 
 HI = [{"role": "user", "content": "hi"}]
 BODY_LIMIT = 4096
-
-
-@pytest.fixture(scope="module")
-def template() -> ChatTemplate:
-    return ChatTemplate(load_tokenizer("tiny"))
 
 
 class LoopThread:

@@ -60,6 +60,7 @@ import importlib.util
 import json
 import math
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -170,8 +171,9 @@ def finished_rows(metrics: Path, steps: int) -> list[dict] | None:
 
 
 def run_arm(family: Family, arm: str, seed: int, steps: int, out: Path, extra: list[str],
-            arms: dict[str, list[str]], profile: list[str], resume: bool = False) -> Path:
-    """One run of `arm` on `family` with `seed`, in a child process; its run directory."""
+            arms: dict[str, list[str]], profile: list[str], resume: bool = False,
+            drop_checkpoints: bool = False) -> Path | None:
+    """One run of `arm` on `family` with `seed`, in a child process; its run directory (None: it failed)."""
     name = f"{family.name}-{arm}-{seed}"
     run_dir = out / name
     if resume and finished_rows(run_dir / "metrics.jsonl", steps):
@@ -185,9 +187,12 @@ def run_arm(family: Family, arm: str, seed: int, steps: int, out: Path, extra: l
     started = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(family.spec), *profile,
                            *overrides], cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    if proc.returncode != 0:  # one failed run (an OOM beside other runs, say) leaves the others going
+        print(f"  {name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}", flush=True)
+        return None
     print(f"  {name:<32} {time.perf_counter() - started:6.1f} s", flush=True)
+    if drop_checkpoints:  # a 135M model's final checkpoint is 1.6 GB; 42 of them fill a 64 GB disk
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     return run_dir
 
 
@@ -271,14 +276,14 @@ def summarize(family: Family, arm: str, run_dirs: list[Path], args: argparse.Nam
 def print_table(family: Family, rows: list[dict], args: argparse.Namespace) -> None:
     print(f"\n{family.title}: {args.seeds} seed(s) x {args.steps} steps, model {args.model}; train success = mean of "
           f"the last {args.window} steps, val = pass@1 before -> after; ± a 95% t-interval over seeds")
-    print(f"{'arm':<18}{'train success':>18}{'val before':>18}{'val after':>18}  {'to ' + str(args.threshold):<12}roles")
+    print(f"{'arm':<18}{'seeds':>6}{'train success':>18}{'val before':>18}{'val after':>18}  {'to ' + str(args.threshold):<12}roles")
     base = rows[0]["train_success"][0]
     for row in rows:
         reach = "/".join(str(r) if r else "-" for r in row["steps_to_threshold"])
         val_before = shown(row["val_before"]) if row["val_before"] else "-"
         val_after = shown(row["val_after"]) if row["val_after"] else "-"
         made = ", ".join(f"{k} {v:g}" for k, v in row["roles"].items()) or "-"
-        print(f"{row['arm']:<18}{shown(row['train_success']):>18}{val_before:>18}{val_after:>18}  {reach:<12}{made}")
+        print(f"{row['arm']:<18}{row['seeds']:>6}{shown(row['train_success']):>18}{val_before:>18}{val_after:>18}  {reach:<12}{made}")
     print("runs: " + "; ".join(f"{row['arm']}: {', '.join(Path(r).name for r in row['runs'])}" for row in rows))
     ratios = " ".join(f"{row['arm']}={row['train_success'][0] / base if base else float('nan'):.2f}" for row in rows[1:])
     print(f"success_ratio_vs_grpo ({family.name}): {ratios}")
@@ -296,6 +301,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where the runs go (default: a temporary folder)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a spec override for every arm, e.g. --set backend.device=cuda (repeatable)")
+    parser.add_argument("--summary", type=Path, default=None,
+                        help="where ablation.json and the PNGs go (default: --out), rewritten after every run")
+    parser.add_argument("--drop-checkpoints", action="store_true",
+                        help="delete each run's final checkpoint once it finished (its records stay)")
     parser.add_argument("--resume", action="store_true",
                         help="reuse the runs in --out that finished all their steps (an ablation run in parts)")
     parser.add_argument("--model", default="tiny",
@@ -348,23 +357,45 @@ def main() -> None:
             for arm in arms]  # arms interleaved per seed: a drifting machine hits each alike
     print(f"{len(runs)} runs ({', '.join(f'{f.title}: {len(a)} arms' for f, _, a in plan.values())}) x "
           f"{args.steps} steps, model {args.model}; runs in {out}")
+    summary_dir = args.summary or out
+    summary_dir.mkdir(parents=True, exist_ok=True)
+    finished: dict[tuple[str, str, int], Path] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
-        futures = [pool.submit(run_arm, family, arm, seed, args.steps, out, args.set, table, profile, args.resume)
-                   for family, table, arm, seed in runs]
-        run_dirs = [future.result() for future in futures]
+        futures = {pool.submit(run_arm, family, arm, seed, args.steps, out, args.set, table, profile, args.resume,
+                               args.drop_checkpoints): (family.name, arm, seed) for family, table, arm, seed in runs}
+        for future in concurrent.futures.as_completed(futures):
+            if (run_dir := future.result()) is not None:
+                finished[futures[future]] = run_dir
+                # rewritten after every run: an ablation cut off by a time limit leaves what it finished
+                write_summary(plan, finished, args, summary_dir, quiet=True)
+    write_summary(plan, finished, args, summary_dir)
+    failed = len(runs) - len(finished)
+    if failed:
+        raise SystemExit(f"{failed} of {len(runs)} runs failed (above); the table has the others")
+
+
+def write_summary(plan: dict, finished: dict[tuple[str, str, int], Path], args: argparse.Namespace,
+                  summary_dir: Path, quiet: bool = False) -> None:
+    """The table rows of the runs `finished` so far (an arm with fewer seeds says so), `ablation.json`
+    and one PNG per family in `summary_dir`; printed unless `quiet`."""
     summary = []
     for family, _, arms in plan.values():
-        rows = [summarize(family, arm, [d for (f, _, a, _), d in zip(runs, run_dirs) if f is family and a == arm],
-                          args) for arm in arms]
-        print_table(family, rows, args)
-        plot(family, rows, out / f"self_evolve_ablation_{family.name}.png", args)
+        rows = [summarize(family, arm, [finished[key] for key in sorted(finished) if key[:2] == (family.name, arm)],
+                          args) for arm in arms if any(key[:2] == (family.name, arm) for key in finished)]
+        if not rows or rows[0]["arm"] != "grpo":
+            continue  # every ratio is against grpo
+        if not quiet:
+            print_table(family, rows, args)
+        plot(family, rows, summary_dir / f"self_evolve_ablation_{family.name}.png", args, quiet=quiet)
         summary += rows
-    (out / "ablation.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                   "rows": summary}, indent=2) + "\n")
-    print(f"summary: {out / 'ablation.json'}")
+    (summary_dir / "ablation.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                                           "runs_finished": len(finished), "rows": summary},
+                                                          indent=2) + "\n")
+    if not quiet:
+        print(f"summary: {summary_dir / 'ablation.json'}")
 
 
-def plot(family: Family, rows: list[dict], path: Path, args: argparse.Namespace) -> None:
+def plot(family: Family, rows: list[dict], path: Path, args: argparse.Namespace, quiet: bool = False) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -378,12 +409,14 @@ def plot(family: Family, rows: list[dict], path: Path, args: argparse.Namespace)
         style = "--" if all(arm.endswith("_free") for arm in arms) else "-"
         axes.plot(range(1, len(curve) + 1), curve, style, label=" = ".join(arms))
     axes.axhline(args.threshold, color="grey", linestyle=":", linewidth=1)
-    axes.set(xlabel="training step", ylabel=f"train success (moving avg {args.window}, mean of {args.seeds} seeds)",
+    axes.set(xlabel="training step", ylabel=f"train success (moving avg {args.window}, mean over seeds)",
              title=f"{family.title}, {args.model}", ylim=(0, 1))
     axes.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    print(f"plot: {path}")
+    plt.close(figure)
+    if not quiet:
+        print(f"plot: {path}")
 
 
 if __name__ == "__main__":

@@ -303,6 +303,8 @@ def main() -> None:
                         help="a spec override for every arm, e.g. --set backend.device=cuda (repeatable)")
     parser.add_argument("--summary", type=Path, default=None,
                         help="where ablation.json and the PNGs go (default: --out), rewritten after every run")
+    parser.add_argument("--report", action="store_true",
+                        help="only the table of the runs in --out that finished (an ablation cut off, or carried back)")
     parser.add_argument("--drop-checkpoints", action="store_true",
                         help="delete each run's final checkpoint once it finished (its records stay)")
     parser.add_argument("--resume", action="store_true",
@@ -360,6 +362,12 @@ def main() -> None:
     summary_dir = args.summary or out
     summary_dir.mkdir(parents=True, exist_ok=True)
     finished: dict[tuple[str, str, int], Path] = {}
+    if args.report:  # the table of what --out holds, nothing run
+        finished = {(family.name, arm, seed): out / f"{family.name}-{arm}-{seed}" for family, _, arm, seed in runs
+                    if finished_rows(out / f"{family.name}-{arm}-{seed}" / "metrics.jsonl", args.steps)}
+        write_summary(plan, finished, args, summary_dir)
+        print(f"{len(finished)} of {len(runs)} runs finished in {out}")
+        return
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:
         futures = {pool.submit(run_arm, family, arm, seed, args.steps, out, args.set, table, profile, args.resume,
                                args.drop_checkpoints): (family.name, arm, seed) for family, table, arm, seed in runs}

@@ -76,6 +76,9 @@ ACTOR_LR = "actor/lr"
 # Throughput.
 PERF_TOKENS_PER_S = "perf/tokens_per_s"
 PERF_STEP_TIME_S = "perf/step_time_s"
+# Only on a CUDA device (torch backend; verl's names): the step's peak memory allocated and reserved, GiB.
+PERF_MAX_MEMORY_ALLOCATED_GB = "perf/max_memory_allocated_gb"
+PERF_MAX_MEMORY_RESERVED_GB = "perf/max_memory_reserved_gb"
 
 EPOCH = "epoch"
 
@@ -104,5 +107,6 @@ RESERVED = (STEP, TIME)
 ALL = (
     TRAIN_REWARD_MEAN, TRAIN_REWARD_STD, TRAIN_SUCCESS_RATE, TRAIN_RESPONSE_LENGTH, TRAIN_TURNS,
     ACTOR_KL, ACTOR_CLIP_FRACTION, ACTOR_ENTROPY, ACTOR_GRAD_NORM, ACTOR_PG_LOSS, ACTOR_LR,
-    PERF_TOKENS_PER_S, PERF_STEP_TIME_S, EPOCH, VAL_PASS_AT_1, VAL_REWARD_MEAN,
+    PERF_TOKENS_PER_S, PERF_STEP_TIME_S, PERF_MAX_MEMORY_ALLOCATED_GB, PERF_MAX_MEMORY_RESERVED_GB, EPOCH,
+    VAL_PASS_AT_1, VAL_REWARD_MEAN,
 )

@@ -37,6 +37,8 @@ MAPPING: dict[str, tuple[str, ...]] = {
     "actor/lr": ("actor/lr",),
     "perf/tokens_per_s": ("perf/throughput",),
     "perf/step_time_s": ("timing_s/step",),
+    "perf/max_memory_allocated_gb": ("perf/max_memory_allocated_gb",),  # the actor update's peaks
+    "perf/max_memory_reserved_gb": ("perf/max_memory_reserved_gb",),
     "epoch": ("training/epoch",),
 }
 # verl's validation metrics: `val-core/<data source>/<var>/mean@<n>` for its core variable (our

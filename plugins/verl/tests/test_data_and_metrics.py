@@ -68,7 +68,7 @@ def test_verl_step_metrics_map_to_our_names() -> None:
                  "actor/pg_loss": -0.2, "actor/lr": 1e-6, "perf/throughput": 900.0, "timing_s/step": 4.0,
                  "training/epoch": 0, "val-core/frozenlake/acc/mean@1": 0.25, "val-aux/frozenlake/reward/mean@1": 0.5,
                  "val-aux/frozenlake/reward/std@1": 0.1, "critic/score/max": float("nan"),
-                 "some/text": "x"}
+                 "some/text": "x", "perf/max_memory_allocated_gb": 11.5, "perf/max_memory_reserved_gb": 14.0}
     ours = metric_map.map_step(verl_line)
     assert ours["train/reward_mean"] == 0.25 and ours["train/response_length"] == 12.0
     assert ours["train/turns"] == 3.0 and ours["actor/kl"] == 0.01 and ours["actor/clip_fraction"] == 0.1
@@ -76,6 +76,7 @@ def test_verl_step_metrics_map_to_our_names() -> None:
     assert ours["actor/lr"] == 1e-6 and ours["perf/tokens_per_s"] == 900.0 and ours["perf/step_time_s"] == 4.0
     assert ours["val/reward_mean"] == 0.5 and ours["val/pass@1"] == 0.25 and ours["epoch"] == 0.0
     assert ours["verl/critic/score/mean"] == 0.25 and "verl/critic/score/max" not in ours and "verl/some/text" not in ours
+    assert ours["perf/max_memory_allocated_gb"] == 11.5 and ours["perf/max_memory_reserved_gb"] == 14.0
 
 
 def test_our_trainers_metrics_and_guided_success_keep_the_torch_backends_names() -> None:

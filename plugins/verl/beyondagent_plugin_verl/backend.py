@@ -4,8 +4,10 @@
         venv   = verl's cached venv (built on first use)
         files  = <run_dir>/verl/: data/train.parquet (every epoch's mix), spec.yaml (for the workers),
                  agent_loop.yaml, verl_config.yaml (composed and validated by verl itself)
-        check  = our agent loop registered in verl; the GPUs verl was told about exist
-        launch = python -m beyondagent_plugin_verl.trainer verl_config.yaml   (in the venv)
+        start  = python -m beyondagent_plugin_verl.trainer --compose ...   (in the venv): verl composes
+                 and validates verl_config.yaml, then the process waits for the launcher's `go`
+        check  = our agent loop registered in verl; the GPUs verl was told about exist; then `go`:
+                 the same process trains (verl is imported once)
                  output -> <run_dir>/verl/verl.log; step metrics -> <run_dir>/metrics.jsonl;
                  the workers' episode records -> <run_dir>/episodes.jsonl (`episode_spool`)
 
@@ -24,7 +26,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 import yaml
@@ -126,19 +128,29 @@ class VerlBackend:
         resumed_from = check_resume(run, config)
         files = self._files(run, train_files=(str(written.train),),
                             val_files=(str(written.val),) if written.val else (), val_groups=len(data.val))
-        composed = self._compose(run, files, venv)
-        reproduce.add_launched(run.run_dir, run.spec, backend="verl", device=config.device)
-        self._preflight(composed)
-        if resumed_from is not None:
-            log.info("verl.resume", checkpoint_step=resumed_from)
-        resume_step = verl_resume_step(run.run_dir)
-        records = episode_spool.prepare(run.run_dir, resume_step=resume_step,
-                                        revalidates=bool(config.eval_every and written.val))
-        log.info("verl.episode_records", records=records)
-        if resume_step:
-            trim_metrics(run.run_dir, resume_step)
-        final = self._launch(run, Path(composed["config"]), venv, steps=written.steps,
-                             modules=(TRAINER_MODULE,) if own_trainer(run.spec) else ())
+        # one process composes, waits for the checks below, then trains: verl is imported once
+        answer_path = files.agent_loop_config.parent / "compose_answer.json"
+        answer_path.unlink(missing_ok=True)
+        trainer = self._start(run, venv, ["--compose", str(self._compose_request(run, files)), str(answer_path)],
+                              modules=(TRAINER_MODULE,) if own_trainer(run.spec) else ())
+        try:
+            composed = self._composed(run, trainer, answer_path)
+            reproduce.add_launched(run.run_dir, run.spec, backend="verl", device=config.device)
+            self._preflight(composed)
+            if resumed_from is not None:
+                log.info("verl.resume", checkpoint_step=resumed_from)
+            resume_step = verl_resume_step(run.run_dir)
+            records = episode_spool.prepare(run.run_dir, resume_step=resume_step,
+                                            revalidates=bool(config.eval_every and written.val))
+            log.info("verl.episode_records", records=records)
+            if resume_step:
+                trim_metrics(run.run_dir, resume_step)
+            trainer.process.stdin.write("go\n")
+            trainer.process.stdin.close()
+        except BaseException:
+            _stop(trainer.process)
+            raise
+        final = self._follow(run, trainer, Path(composed["config"]), steps=written.steps)
         page = write_run_report(run)
         if page is not None:
             final["report"] = str(page)
@@ -164,9 +176,15 @@ class VerlBackend:
 
     def _launch(self, run: RunContext, config_path: Path, venv: Any, *, steps: int,
                 modules: tuple[str, ...] = ()) -> dict[str, Any]:
-        """verl's trainer in its venv on `config_path`, followed to its end; `modules` are ours that verl
-        must import in each of its processes (`VERL_USE_EXTERNAL_MODULES`)."""
-        verl_dir = config_path.parent
+        """verl's trainer in its venv on `config_path` (composed before), followed to its end."""
+        trainer = self._start(run, venv, [str(config_path)], modules=modules)
+        trainer.process.stdin.close()  # read only by --compose
+        return self._follow(run, trainer, config_path, steps=steps)
+
+    def _start(self, run: RunContext, venv: Any, args: list[str], *, modules: tuple[str, ...] = ()) -> Trainer:
+        """`python -m beyondagent_plugin_verl.trainer ARGS` in verl's venv, its output in `verl.log`;
+        `modules` are ours that verl must import in each of its processes (`VERL_USE_EXTERNAL_MODULES`)."""
+        verl_dir = run.run_dir.resolve() / VERL_DIR
         attempt = len(list(verl_dir.glob("verl_metrics.*.jsonl")))
         verl_metrics = verl_dir / f"verl_metrics.{attempt}.jsonl"
         log_path = verl_dir / "verl.log"
@@ -179,34 +197,59 @@ class VerlBackend:
         if self.config.device == "cpu":
             env["VERL_PLATFORM"] = CPU_PLATFORM  # Ray's workers inherit it from the trainer's process
             env["VERL_ENGINE_DEVICE"] = "cuda"  # verl's FSDP engine (registered for cuda) runs on any torch device
-        log.info("verl.started", config=str(config_path), log=str(log_path), steps=steps, resume=run.resume)
-        started = time.monotonic()
-        last: dict[str, Any] = {}
         with log_path.open("a") as out:
             out.write(f"\n==== beyondagent: verl trainer, attempt {attempt} ====\n")
             out.flush()
-            process = subprocess.Popen([str(venv.python), "-m", "beyondagent_plugin_verl.trainer", str(config_path)],
-                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                       cwd=str(verl_dir), start_new_session=True)
-            reader = _MetricsReader(verl_metrics)
-            try:
-                while True:
-                    code = process.poll()
-                    for step, values in reader.new_steps():
-                        # verl logs a step once its rollouts and validation are back: its spool is complete
-                        lines = episode_spool.take_step(run.run_dir, step)
-                        last = self._report(run, step, values, [line for line in lines if line.get("split") == "train"],
-                                            val=[line for line in lines if line.get("split") == "val"])
-                    if code is not None:
-                        break
-                    if self.config.timeout_s and time.monotonic() - started > self.config.timeout_s:
-                        _stop(process)
-                        raise RunError(f"verl ran past backend.timeout_s={self.config.timeout_s} s and was stopped",
-                                       where=str(log_path))
-                    time.sleep(1.0)
-            except BaseException:
-                _stop(process)
-                raise
+            process = subprocess.Popen([str(venv.python), "-m", "beyondagent_plugin_verl.trainer", *args],
+                                       stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env,
+                                       cwd=str(verl_dir), start_new_session=True, text=True)
+        return Trainer(process, log_path, verl_metrics)
+
+    def _composed(self, run: RunContext, trainer: Trainer, answer_path: Path) -> dict[str, Any]:
+        """The trainer process's compose answer (`trainer.compose_then_wait`), once it is written."""
+        deadline = time.monotonic() + COMPOSE_TIMEOUT_S
+        while not answer_path.is_file():
+            code = trainer.process.poll()
+            if code is not None and not answer_path.is_file():
+                tail = trainer.log_path.read_text(errors="replace")[-2500:]
+                raise RunError(f"composing verl's config failed (exit {code}):\n{tail}",
+                               where=f"the whole log: {trainer.log_path}", hint="beyondagent verl setup (checks verl's venv)")
+            if time.monotonic() > deadline:
+                raise RunError(f"composing verl's config took over {COMPOSE_TIMEOUT_S} s",
+                               where=f"the whole log: {trainer.log_path}")
+            time.sleep(0.2)
+        answer = json.loads(answer_path.read_text())
+        if not answer.get("ok"):
+            raise compose_error(answer, run.spec.path)
+        log.info("verl.composed", config=answer["config"], seconds=answer["total_s"])
+        return answer
+
+    def _follow(self, run: RunContext, trainer: Trainer, config_path: Path, *, steps: int) -> dict[str, Any]:
+        """Follow the training trainer process to its end: each step's metrics and episodes as verl logs
+        them; `backend.timeout_s`; a failure as one error naming the cause in the log."""
+        process, log_path = trainer.process, trainer.log_path
+        log.info("verl.started", config=str(config_path), log=str(log_path), steps=steps, resume=run.resume)
+        started = time.monotonic()
+        last: dict[str, Any] = {}
+        reader = _MetricsReader(trainer.verl_metrics)
+        try:
+            while True:
+                code = process.poll()
+                for step, values in reader.new_steps():
+                    # verl logs a step once its rollouts and validation are back: its spool is complete
+                    lines = episode_spool.take_step(run.run_dir, step)
+                    last = self._report(run, step, values, [line for line in lines if line.get("split") == "train"],
+                                        val=[line for line in lines if line.get("split") == "val"])
+                if code is not None:
+                    break
+                if self.config.timeout_s and time.monotonic() - started > self.config.timeout_s:
+                    _stop(process)
+                    raise RunError(f"verl ran past backend.timeout_s={self.config.timeout_s} s and was stopped",
+                                   where=str(log_path))
+                time.sleep(1.0)
+        except BaseException:
+            _stop(process)
+            raise
         if code != 0:
             raise failure(log_path, code)  # the spool stays for a look; the next launch drops it
         for step in episode_spool.pending_steps(run.run_dir):  # rows verl gave no step to
@@ -295,12 +338,18 @@ class VerlBackend:
         files.agent_loop_config.write_text(yaml.safe_dump(loop, sort_keys=False))
         return files
 
-    def _compose(self, run: RunContext, files: RunFiles, venv: Any) -> dict[str, Any]:
+    def _compose_request(self, run: RunContext, files: RunFiles) -> Path:
+        """What `compose.py` composes: our overrides of verl's keys, the model, where the config goes."""
         overrides = verl_overrides(run.spec, self.config, files, model_path=run.spec.model.path)
         request_path = files.agent_loop_config.parent / "compose_request.json"
         out = files.agent_loop_config.parent / CONFIG_FILE
         request_path.write_text(json.dumps({"model_path": run.spec.model.path, "out": str(out),
                                             "overrides": [o.as_list() for o in overrides]}, default=str))
+        return request_path
+
+    def _compose(self, run: RunContext, files: RunFiles, venv: Any) -> dict[str, Any]:
+        """Composed in a process of its own (the dry run; a run composes in its trainer's process)."""
+        request_path = self._compose_request(run, files)
         try:
             result = venv.run(["-m", "beyondagent_plugin_verl.compose", str(request_path)], timeout=COMPOSE_TIMEOUT_S,
                               cwd=str(files.agent_loop_config.parent))
@@ -382,6 +431,14 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, A
             found += _differences(old.get(key), new.get(key), f"{prefix}.{key}" if prefix else str(key))
         return found
     return [] if old == new else [(prefix, old, new)]
+
+
+class Trainer(NamedTuple):
+    """A started trainer process, its log and the file verl's logger writes its step metrics to."""
+
+    process: subprocess.Popen
+    log_path: Path
+    verl_metrics: Path
 
 
 def compose_error(answer: dict[str, Any], spec_path: Any) -> SpecError:

@@ -1,6 +1,7 @@
 """Compose verl's own `ppo_trainer` config and validate it with verl's validator (runs in verl's venv).
 
-    python -m beyondagent_plugin_verl.compose REQUEST.json
+    python -m beyondagent_plugin_verl.compose REQUEST.json    (`beyondagent run --dry-run`; a run composes
+                                                             in its trainer's process: trainer.py)
 
 The request (written by `launcher.py`) holds the overrides `[verl key, value, our key]`, where to
 write the composed config, and the model path (`tiny`: the locally built test model, built here
@@ -163,9 +164,13 @@ def main(request_path: str) -> dict[str, Any]:
             "compose_s": round(composed - started, 2), "total_s": round(time.monotonic() - started, 2)}
 
 
-if __name__ == "__main__":
+def answer(request_path: str) -> dict[str, Any]:
+    """`main`'s answer, or `{"ok": false, ...}` for a key verl rejected (what the launcher reads)."""
     try:
-        result = main(sys.argv[1])
+        return main(request_path)
     except ComposeError as exc:
-        result = {"ok": False, "error": str(exc), "key": exc.key, "origin": exc.origin, "suggestions": exc.suggestions}
-    print(json.dumps(result, default=str))
+        return {"ok": False, "error": str(exc), "key": exc.key, "origin": exc.origin, "suggestions": exc.suggestions}
+
+
+if __name__ == "__main__":
+    print(json.dumps(answer(sys.argv[1]), default=str))

@@ -58,6 +58,27 @@ def test_a_cpu_run_writes_everything_then_says_training_needs_gpus(verl_venv: An
     assert config["data"]["val_files"] == [str(verl_dir / "data" / "val.parquet")]
     worker_spec = yaml.safe_load((verl_dir / "spec.yaml").read_text())
     assert worker_spec["env"]["name"] == "frozenlake" and worker_spec["backend"]["name"] == "verl"
+    # composed by the trainer's own process, which the failed check then stopped before any Ray start
+    assert json.loads((verl_dir / "compose_answer.json").read_text())["ok"] is True
+    log = (verl_dir / "verl.log").read_text()
+    assert "==== beyondagent: verl trainer, attempt 0 ====" in log and "Started a local Ray instance" not in log
+
+
+def test_a_key_verl_lacks_stops_a_real_run_before_training(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:
+    """Composing in the trainer's process (not only in a dry run): verl's answer becomes our key error,
+    and the process ends by itself without training."""
+    spec = small_spec(tmp_path, device="cpu")
+    data = yaml.safe_load(spec.read_text())
+    data["backend"]["verl"] = {"actor_rollout_ref.actor.ppo_epoch": 2}  # verl's key is ppo_epochs
+    spec.write_text(yaml.safe_dump(data))
+    proc = subprocess.run([sys.executable, "-m", "beyondagent_core.cli", "run", str(spec)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]  # a spec error
+    assert "key backend.verl.actor_rollout_ref.actor.ppo_epoch" in proc.stderr and "ppo_epochs" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    verl_dir = tmp_path / "runs" / "verl_frozenlake" / "verl"
+    assert json.loads((verl_dir / "compose_answer.json").read_text())["ok"] is False
+    assert not (verl_dir / "verl_metrics.0.jsonl").exists()  # verl's logger never started
 
 
 def test_a_verl_failure_is_one_error_naming_the_log(verl_venv: Any, tiny_model: str, tmp_path: Path) -> None:

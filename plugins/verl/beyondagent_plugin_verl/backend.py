@@ -145,8 +145,9 @@ class VerlBackend:
             log.info("verl.episode_records", records=records)
             if resume_step:
                 trim_metrics(run.run_dir, resume_step)
-            trainer.process.stdin.write("go\n")
-            trainer.process.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # it ended already: _follow reports why, from its log
+                trainer.process.stdin.write("go\n")
+                trainer.process.stdin.close()
         except BaseException:
             _stop(trainer.process)
             raise
@@ -225,7 +226,7 @@ class VerlBackend:
         return answer
 
     def _follow(self, run: RunContext, trainer: Trainer, config_path: Path, *, steps: int) -> dict[str, Any]:
-        """Follow the training trainer process to its end: each step's metrics and episodes as verl logs
+        """Follow the trainer process to its end: each step's metrics and episodes as verl logs
         them; `backend.timeout_s`; a failure as one error naming the cause in the log."""
         process, log_path = trainer.process, trainer.log_path
         log.info("verl.started", config=str(config_path), log=str(log_path), steps=steps, resume=run.resume)

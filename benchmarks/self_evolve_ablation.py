@@ -138,8 +138,11 @@ ATTRIBUTING_FREE = ["backend.advantage.name=gigpo"]
 
 
 def attributing(prm_steps: int) -> list[str]:
-    # a judgement labels a few steps: 160 tokens are plenty (the default 1024 lets a rambling judge run on)
-    return ["llm=policy", f"backend.advantage={{name: adca, prm_steps: {prm_steps}, step_reward: 0.2, max_tokens: 160}}"]
+    # a judgement labels a few steps: 160 tokens are plenty (the default 1024 lets a rambling judge run on);
+    # a step's 32 episodes judged at once: the policy batches the calls in flight, and the default 8 at a
+    # time made a step ~4x longer (a FrozenLake 3x3 step never finished in 500 s on the H200, 2026-11-28)
+    return ["llm=policy", f"backend.advantage={{name: adca, prm_steps: {prm_steps}, step_reward: 0.2, max_tokens: 160,"
+                          " concurrency: 32}"]
 
 
 def real_model_arms(family: Family, prm_steps: int) -> dict[str, list[str]]:

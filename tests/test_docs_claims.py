@@ -79,7 +79,7 @@ def test_the_ablation_tables_say_how_many_steps_they_ran() -> None:
     headers = [line for line in section.splitlines() if line.startswith("| arm |")]
     assert headers
     for header in headers:
-        last = max(int(step) for step in re.findall(r"step (\d+)", header))
+        last = max(int(a or b) for a, b in re.findall(r"step (\d+)|of (\d+) steps", header))
         assert last == default or f"--steps {last}" in section, f"a {last}-step table; the script defaults to {default}"
 
 

@@ -44,12 +44,17 @@ last line is `success_ratio_vs_grpo: <arm>=X ...` (final success, arm / grpo).
     python benchmarks/self_evolve_ablation.py                    # 3 arms x 3 seeds x 40 steps
     python benchmarks/self_evolve_ablation.py --steps 10 --seeds 1 --arms grpo,gigpo   # a smoke run
     python benchmarks/self_evolve_ablation.py --arms grpo,gigpo --set tasks.train.size=3   # 3x3 maps
-    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --steps 20 --parallel 9 \
+    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --steps 15 --parallel 10 \
         --set backend.device=cuda                                   # the whole ablation on one GPU
     python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --scale cpu   # 2 CPU cores
+    python benchmarks/self_evolve_ablation.py --model smollm2-135m-instruct --steps 15 --out RUNS --report
 
 `--parallel N` runs N arms (or seeds) at once, each its own child process: on a GPU a 135M model
-leaves the device mostly idle, so five arms share it at little cost; on 2 CPU cores keep 1.
+leaves the device mostly idle, so ten runs share an H200 (sixteen ran out of its memory); on 2 CPU
+cores keep 1. A failed run is reported and the others go on; the table (`ablation.json`, the PNGs)
+is rewritten after every finished run, in `--summary` (default `--out`), so an ablation cut off by
+a time limit leaves what it finished, and `--resume` (or `--report`, which runs nothing) picks up
+the finished runs in `--out`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Issue 34, on the GPU machine after finish.sh: the self-evolve ablation on the real model, every arm on
 # FrozenLake 3x3 and arithmetic level 2, 3 seeds, STEPS steps, PARALLEL runs at once (a 135M policy leaves
-# the GPU mostly idle; 16 CPU cores there). Run it from the project copy:  bash $r/scripts/gpu/ablation.sh
+# the GPU mostly idle; 16 CPU cores there). Run it from the project copy (prepare.sh's second call):
+#   r=$(pwd); source .device/b/finish.sh && RESUME_FROM=docs/ablation/2026-11-28-h200/runs.tar.gz bash $r/scripts/gpu/ablation.sh
 #
 # A device call is at most 10 minutes and the whole ablation may not fit in one, so it is built to be cut
 # off and resumed: the table (ablation.json, one PNG per family) is rewritten into $OUT after every run,
 # and the finished runs' records (no checkpoints) are packed into $OUT/ablation_runs.tar.gz every 20 s.
-# RESUME_FROM names such a tarball in the project (docs/results/ holds the runs of earlier sessions; it
-# travels with the working tree) or in a carried folder: it is unpacked and only what is missing runs
+# RESUME_FROM names such a tarball in the project (docs/ablation/<date>-h200/runs.tar.gz holds an earlier
+# session's runs; it travels with the working tree) or in a carried folder: it is unpacked and only what is missing runs
 # (--resume), with the same STEPS. BUDGET (seconds, default 520) stops the ablation in time to write its
 # last table.
 #

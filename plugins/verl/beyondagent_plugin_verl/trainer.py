@@ -10,7 +10,7 @@ a failed `verl.plugins` import only at DEBUG, and would otherwise fail much late
 
 With `--compose` the process first composes (`compose.answer`), writes the answer to ANSWER.json
 and waits for a line on stdin: `go` trains on the composed config, anything else (or the launcher
-gone) ends it. A run thus imports verl once, not once to compose and again to train (~20 s each on
+gone) ends it. A run thus imports verl once, not once to compose and again to train (10-20 s each on
 2 CPU cores), and the launcher still checks the answer (keys, agent loop, GPUs) before Ray starts.
 """
 

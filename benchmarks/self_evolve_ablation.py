@@ -64,8 +64,8 @@ import concurrent.futures
 import importlib.util
 import json
 import math
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -178,12 +178,16 @@ def finished_rows(metrics: Path, steps: int) -> list[dict] | None:
     return rows if rows and rows[-1].get("step") == steps else None
 
 
+def run_dir_of(out: Path, family: Family, arm: str, seed: int) -> Path:
+    return out / f"{family.name}-{arm}-{seed}"
+
+
 def run_arm(family: Family, arm: str, seed: int, steps: int, out: Path, extra: list[str],
             arms: dict[str, list[str]], profile: list[str], resume: bool = False,
             drop_checkpoints: bool = False) -> Path | None:
     """One run of `arm` on `family` with `seed`, in a child process; its run directory (None: it failed)."""
-    name = f"{family.name}-{arm}-{seed}"
-    run_dir = out / name
+    run_dir = run_dir_of(out, family, arm, seed)
+    name = run_dir.name
     if resume and finished_rows(run_dir / "metrics.jsonl", steps):
         print(f"  {name:<32} finished before, read from {run_dir}", flush=True)
         return run_dir
@@ -285,7 +289,7 @@ def print_table(family: Family, rows: list[dict], args: argparse.Namespace) -> N
     print(f"\n{family.title}: {args.seeds} seed(s) x {args.steps} steps, model {args.model}; train success = mean of "
           f"the last {args.window} steps, val = pass@1 before -> after; ± a 95% t-interval over seeds")
     print(f"{'arm':<18}{'seeds':>6}{'train success':>18}{'val before':>18}{'val after':>18}  {'to ' + str(args.threshold):<12}roles")
-    base = rows[0]["train_success"][0]
+    base = rows[0]["train_success"][0] if rows[0]["arm"] == "grpo" else None  # no grpo run finished: no ratios
     for row in rows:
         reach = "/".join(str(r) if r else "-" for r in row["steps_to_threshold"])
         val_before = shown(row["val_before"]) if row["val_before"] else "-"
@@ -293,6 +297,9 @@ def print_table(family: Family, rows: list[dict], args: argparse.Namespace) -> N
         made = ", ".join(f"{k} {v:g}" for k, v in row["roles"].items()) or "-"
         print(f"{row['arm']:<18}{row['seeds']:>6}{shown(row['train_success']):>18}{val_before:>18}{val_after:>18}  {reach:<12}{made}")
     print("runs: " + "; ".join(f"{row['arm']}: {', '.join(Path(r).name for r in row['runs'])}" for row in rows))
+    if base is None:
+        print(f"success_ratio_vs_grpo ({family.name}): no grpo run finished")
+        return
     ratios = " ".join(f"{row['arm']}={row['train_success'][0] / base if base else float('nan'):.2f}" for row in rows[1:])
     print(f"success_ratio_vs_grpo ({family.name}): {ratios}")
 
@@ -371,8 +378,8 @@ def main() -> None:
     summary_dir.mkdir(parents=True, exist_ok=True)
     finished: dict[tuple[str, str, int], Path] = {}
     if args.report:  # the table of what --out holds, nothing run
-        finished = {(family.name, arm, seed): out / f"{family.name}-{arm}-{seed}" for family, _, arm, seed in runs
-                    if finished_rows(out / f"{family.name}-{arm}-{seed}" / "metrics.jsonl", args.steps)}
+        finished = {(family.name, arm, seed): run_dir_of(out, family, arm, seed) for family, _, arm, seed in runs
+                    if finished_rows(run_dir_of(out, family, arm, seed) / "metrics.jsonl", args.steps)}
         write_summary(plan, finished, args, summary_dir)
         print(f"{len(finished)} of {len(runs)} runs finished in {out}")
         return
@@ -398,8 +405,8 @@ def write_summary(plan: dict, finished: dict[tuple[str, str, int], Path], args: 
     for family, _, arms in plan.values():
         rows = [summarize(family, arm, [finished[key] for key in sorted(finished) if key[:2] == (family.name, arm)],
                           args) for arm in arms if any(key[:2] == (family.name, arm) for key in finished)]
-        if not rows or rows[0]["arm"] != "grpo":
-            continue  # every ratio is against grpo
+        if not rows:
+            continue
         if not quiet:
             print_table(family, rows, args)
         plot(family, rows, summary_dir / f"self_evolve_ablation_{family.name}.png", args, quiet=quiet)

@@ -58,3 +58,13 @@ def test_failed_runs_leave_the_others_and_a_table_and_fail_the_command(tmp_path:
     assert "3 of 4 runs failed (above); the table has the others" in proc.stderr
     table = json.loads((out / "ablation.json").read_text())
     assert table["runs_finished"] == 1 and [row["arm"] for row in table["rows"]] == ["grpo"]
+
+
+def test_an_arm_that_finished_without_grpo_is_kept_without_ratios(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    write_run(out, "frozenlake2-gigpo-1", [0.0, 0.5])  # every grpo run failed or was cut off
+    proc = ablation("--steps", "2", "--out", str(out), "--report")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "success_ratio_vs_grpo (frozenlake2): no grpo run finished" in proc.stdout
+    rows = json.loads((out / "ablation.json").read_text())["rows"]
+    assert [(row["arm"], row["seeds"], row["train_success_per_seed"]) for row in rows] == [("gigpo", 1, [0.5])]
